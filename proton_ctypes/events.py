@@ -1,0 +1,195 @@
+"""Per-thread scope stacks and event logs: the only structures the hot path touches.
+
+Model (proton-spec §2.3, §10.2): every session has, per thread, its own stack of open
+scopes.  Sessions whose stacks on a thread are identical share one :class:`View`, so
+a scope is resolved once for all of them.  A view holds the stack (scope ids and trie
+nodes), the set of nodes entered while it lived, and a time-stamped log of the context
+node (``time.time_ns()``, node) used to attribute kernels to call paths after the fact.
+
+Views are immutable in membership: whenever the set of active sessions (or a phase)
+changes, the global epoch is bumped and each thread, at its next event, retires its
+views and creates new ones (:func:`resync`).  Views keep ``t0``/``t1`` so the kernel
+join knows which view was live when.
+
+Log codes: ``node`` for a plain context; ``-(node + 1)`` when the context is a launch
+op (``hook="triton"``): the kernel then *is* that node instead of a child of it.
+"""
+from __future__ import annotations
+
+import threading
+from array import array
+from time import time_ns
+
+from .tree import callpath
+
+_tls = threading.local()
+
+
+class _Global:
+    """Process-wide state of the event layer."""
+
+    __slots__ = ("epoch", "active", "sessions", "threads", "views_by_tid", "lock", "py_active")
+
+    def __init__(self):
+        self.epoch = 0
+        #: active sessions (tuple), shadow and python context alike
+        self.active = ()
+        #: live (not finalized) sessions by id
+        self.sessions = {}
+        #: native tid -> ThreadCtx (latest thread of that id)
+        self.threads = {}
+        #: native tid -> list of every view ever created on that tid (for joins)
+        self.views_by_tid = {}
+        self.lock = threading.RLock()
+        #: active sessions using context="python"
+        self.py_active = ()
+
+
+G = _Global()
+
+
+class View:
+    """Sessions sharing one scope stack on one thread (see module doc)."""
+
+    __slots__ = ("sessions", "phases", "ids", "stack", "top", "kids", "log", "t0", "t1", "created",
+                 "logging", "trace", "ctx")
+
+    def __init__(self, ctx, sessions, ids, stack, t0):
+        self.ctx = ctx
+        self.sessions = sessions
+        self.phases = tuple(s.current for s in sessions)
+        self.ids = ids
+        self.stack = stack
+        self.top = stack[-1] if stack else callpath.ROOT
+        self.kids = callpath.kids[self.top]
+        self.log = array("q")
+        self.t0 = t0
+        self.t1 = None
+        self.created = set()
+        self.logging = any(s.uses_device for s in sessions)
+        self.trace = any(s.data == "trace" for s in sessions)
+
+    def context_node(self, state):
+        """The node kernels launched now attach under (the top, or its state child)."""
+        return self.top if state is None else callpath.child(self.top, state)
+
+    def note(self, code):
+        """Append ``(now, code)`` to the log if kernels can be attributed through it."""
+        if self.logging:
+            log = self.log
+            log.append(time_ns())
+            log.append(code)
+
+    def merge_created(self):
+        """Publish the nodes entered in this view to each member session's phase."""
+        for pd in self.phases:
+            pd.created |= self.created
+
+
+class ThreadCtx:
+    """Everything the profiler keeps for one thread."""
+
+    __slots__ = ("tid", "epoch", "view", "views", "state", "frozen", "open_trace", "__weakref__")
+
+    def __init__(self):
+        self.tid = threading.get_native_id()
+        self.epoch = -1
+        #: the single live view when exactly one exists and no slow feature is on, else None
+        self.view = None
+        self.views = []
+        self.state = None
+        #: session id -> (ids, stack) of a deactivated session on this thread
+        self.frozen = {}
+        #: scope id -> [t_enter, {session id: node}, raw metrics dict] for trace sessions
+        self.open_trace = {}
+
+
+def thread_ctx() -> ThreadCtx:
+    """The calling thread's context, created (and registered) on first use."""
+    try:
+        return _tls.ctx
+    except AttributeError:
+        ctx = ThreadCtx()
+        _tls.ctx = ctx
+        with G.lock:
+            G.threads[ctx.tid] = ctx
+            G.views_by_tid.setdefault(ctx.tid, [])
+        return ctx
+
+
+def bump_epoch() -> None:
+    """Signal every thread that the set of active sessions (or a phase) changed."""
+    with G.lock:
+        G.epoch += 1
+        G.active = tuple(s for s in G.sessions.values() if s.active)
+        G.py_active = tuple(s for s in G.active if s.context == "python")
+        for ctx in G.threads.values():
+            ctx.view = None
+
+
+def _stack_of(ctx, session):
+    """The (ids, stack) lists that ``session`` currently has on thread ``ctx`` or None."""
+    for v in ctx.views:
+        if session in v.sessions:
+            return v.ids, v.stack
+    return ctx.frozen.get(session.id)
+
+
+def resync(ctx: ThreadCtx) -> None:
+    """Retire the thread's views and regroup the active shadow sessions into new ones."""
+    with G.lock:
+        now = time_ns()
+        epoch = G.epoch
+        active = [s for s in G.active if s.context != "python"]
+        stacks = {}
+        for v in ctx.views:
+            v.t1 = now
+            v.merge_created()
+            for s in v.sessions:
+                stacks[s] = (v.ids, v.stack)
+        for s, st in stacks.items():
+            if not s.active and not s.finalized:
+                ctx.frozen[s.id] = (list(st[0]), list(st[1]))
+        for sid in [k for k in ctx.frozen if k not in G.sessions]:
+            del ctx.frozen[sid]
+        groups = {}
+        for s in active:
+            st = stacks.get(s)
+            if st is None:
+                st = ctx.frozen.pop(s.id, None)
+            if st is None:
+                starter = G.threads.get(s.starter_tid)
+                if starter is not None and starter is not ctx:
+                    st = _stack_of(starter, s)
+            if st is None:
+                st = ([], [])
+            key = tuple(st[0])
+            g = groups.get(key)
+            if g is None:
+                groups[key] = ([s], st)
+            else:
+                g[0].append(s)
+        views = []
+        for members, (ids, stack) in groups.values():
+            v = View(ctx, tuple(members), list(ids), list(stack), now)
+            if v.stack:
+                # the open scopes exist in the new view (phase) too
+                v.created.add(v.context_node(ctx.state))
+            v.note(_code(v, ctx.state))
+            views.append(v)
+            G.views_by_tid.setdefault(ctx.tid, []).append(v)
+        ctx.views = views
+        ctx.epoch = epoch
+        ctx.view = views[0] if (len(views) == 1 and not views[0].trace and not G.py_active) else None
+        if epoch != G.epoch:
+            ctx.view = None
+
+
+def _code(v, state):
+    return v.context_node(state)
+
+
+def ensure(ctx: ThreadCtx) -> None:
+    """Resync the thread if the epoch moved since its last event."""
+    if ctx.epoch != G.epoch:
+        resync(ctx)

@@ -1,0 +1,217 @@
+"""Session bookkeeping behind the API: create, (de)activate, flush, write, destroy.
+
+This is the libproton of proton_ctypes: :mod:`.profile`, :mod:`.data` and
+:mod:`.context` call it; it talks to the backends through :mod:`.backends.select` and
+to the tree through :mod:`.tree`.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+
+from . import events, tensor_metrics
+from .backends import select
+from .events import G
+from .session import Session
+from .tree import attribute, export
+from .writers import chrome_trace, hatchet, msgpack
+from .writers.atomic import write_atomic
+
+CONTEXTS = ("shadow", "python")
+DATA = ("tree", "trace")
+FORMATS = {"hatchet": "tree", "hatchet_msgpack": "tree", "chrome_trace": "trace"}
+
+_ids = itertools.count(0)
+#: sessions by name (a start with a live name returns that session)
+_by_name: dict = {}
+#: backend name -> number of live sessions using it
+_users: dict = {}
+
+
+def _sink_for(backend):
+    def sink(batch):
+        with G.lock:
+            for s in list(G.sessions.values()):
+                if s.backend is backend:
+                    with s.lock:
+                        attribute.ingest(s, G.views_by_tid, batch)
+    return sink
+
+
+def _python_context():
+    from .recording import python_node
+    return python_node(2)
+
+
+def create(name: str, context: str, data: str, backend_name: str, mode: str) -> int:
+    """Create (or find, by name) a session and return its id; raises Proton's errors."""
+    existing = _by_name.get(name)
+    if existing is not None and not existing.finalized:
+        if not existing.active:
+            existing.set_active(True)
+            events.bump_epoch()
+        return existing.id
+    select.validate_name(backend_name)
+    select.validate_mode(backend_name, mode)
+    if context not in CONTEXTS:
+        raise ValueError(f"[PROTON] Unknown context source: {context}")
+    if data not in DATA:
+        raise ValueError(f"[PROTON] Unknown data: {data}")
+    for s in G.sessions.values():
+        if s.backend_name == backend_name and s.mode != mode:
+            raise ValueError("[PROTON] Cannot add a session with the same profiler but a different mode "
+                             "than existing sessions")
+    backend = select.get(backend_name)
+    if _users.get(backend_name, 0) == 0:
+        backend.start(_sink_for(backend), mode,
+                      _python_context if context == "python" else None)
+    _users[backend_name] = _users.get(backend_name, 0) + 1
+    s = Session(next(_ids), name, context, data, backend, mode)
+    s.backend_name = backend_name
+    with G.lock:
+        G.sessions[s.id] = s
+        _by_name[name] = s
+    events.bump_epoch()
+    return s.id
+
+
+def get(session: int) -> Session:
+    """The live session ``session`` or Proton's ``IndexError``."""
+    s = G.sessions.get(session)
+    if s is None:
+        raise IndexError(f"[PROTON] Session has not been initialized: {session}")
+    return s
+
+
+def set_active(session, on: bool, flushing: bool = False) -> None:
+    """Activate/deactivate one session (or all with None)."""
+    targets = list(G.sessions.values()) if session is None else [get(session)]
+    for s in targets:
+        if not on and flushing:
+            flush(s)
+        s.set_active(on)
+    events.bump_epoch()
+
+
+def _merge_views(s: Session) -> None:
+    for views in G.views_by_tid.values():
+        for v in views:
+            if s in v.sessions:
+                v.merge_created()
+
+
+def flush(s: Session) -> None:
+    """Bring every record of ``s`` into its phases (backend buffers, tensors, views)."""
+    s.backend.flush()
+    tensor_metrics.drain(s)
+    _merge_views(s)
+    for p, pd in s.phases.items():
+        if p < s.phase:
+            pd.complete = True
+
+
+def device_block(s: Session, pd) -> dict:
+    """The device-info element of the file for the devices this phase used."""
+    if not pd.devices:
+        return {}
+    return s.backend.device_info(sorted(pd.devices))
+
+
+def render(s: Session, phase: int, fmt: str):
+    """The bytes/str of one phase in format ``fmt``."""
+    pd = s.phases[phase]
+    if fmt == "chrome_trace":
+        return chrome_trace.dumps(pd)
+    tree = export.build_tree(pd, s.backend.device_type)
+    if fmt == "hatchet_msgpack":
+        return msgpack.dumps(tree, device_block(s, pd))
+    return hatchet.dumps(tree, device_block(s, pd))
+
+
+def resolve_format(s: Session, output_format) -> str:
+    """Validate ``output_format`` for ``s`` (Proton's errors) and return the lower-case name."""
+    if output_format is None:
+        raise TypeError("finalize(): incompatible function arguments. The following argument types are "
+                        "supported:\n    1. finalize(sessionId: int, outputFormat: str) -> None")
+    fmt = output_format.lower() if output_format else ("hatchet" if s.data == "tree" else "chrome_trace")
+    if fmt not in FORMATS:
+        raise ValueError(f"[PROTON] Unknown output format: {output_format}")
+    if FORMATS[fmt] != s.data:
+        raise ValueError("[PROTON] Output format not supported")
+    return fmt
+
+
+def write(s: Session, fmt: str) -> list:
+    """Write every phase still holding data to ``<name>[.part_<k>].<fmt>``; return the paths."""
+    flush(s)
+    paths = []
+    phases = sorted(s.phases)
+    multi = s.phase > 0
+    for p in phases:
+        if s.phases[p].cleared and not s.phases[p].has_data():
+            continue
+        path = f"{s.name}.part_{p}.{fmt}" if multi else f"{s.name}.{fmt}"
+        write_atomic(path, render(s, p, fmt))
+        paths.append(path)
+    return paths
+
+
+def destroy(s: Session) -> None:
+    """Forget ``s``; stop its backend when no other session uses it."""
+    with G.lock:
+        s.finalized = True
+        s.set_active(False)
+        G.sessions.pop(s.id, None)
+        if _by_name.get(s.name) is s:
+            del _by_name[s.name]
+        _users[s.backend_name] -= 1
+        if _users[s.backend_name] == 0:
+            try:
+                s.backend.stop()
+            finally:
+                pass
+        _prune_views()
+    events.bump_epoch()
+
+
+def _prune_views() -> None:
+    live = set(G.sessions.values())
+    for tid, views in list(G.views_by_tid.items()):
+        keep = [v for v in views if v.t1 is None or any(s in live for s in v.sessions)]
+        if keep:
+            G.views_by_tid[tid] = keep
+        else:
+            G.views_by_tid[tid] = []
+
+
+def finalize(session, output_format: str) -> None:
+    """Write and destroy one session (silently nothing for unknown ids)."""
+    s = G.sessions.get(session)
+    if s is None:
+        return
+    fmt = resolve_format(s, output_format)
+    write(s, fmt)
+    destroy(s)
+
+
+def finalize_all(output_format: str) -> None:
+    """Write and destroy every live session; the first error is raised after all are tried."""
+    first = None
+    for s in list(G.sessions.values()):
+        try:
+            fmt = resolve_format(s, output_format)
+        except Exception as e:  # keep the session alive, as Proton does
+            first = first or e
+            continue
+        try:
+            write(s, fmt)
+        except Exception as e:
+            first = first or e
+        destroy(s)
+    if first is not None:
+        raise first
+
+
+def cwd_name(name: str) -> str:
+    """Session names are paths relative to the working directory at finalize time."""
+    return os.fspath(name)

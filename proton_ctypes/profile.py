@@ -1,0 +1,164 @@
+"""Sessions: ``start``, ``activate``, ``deactivate``, ``finalize`` and the ``profile`` decorator."""
+from __future__ import annotations
+
+import functools
+from typing import Optional, Union
+
+from . import knobs, manager
+from .backends import select
+from .flags import flags
+from .hooks.hook import Hook, HookManager
+from .mode import BaseMode
+
+DEFAULT_PROFILE_NAME = "proton"
+
+
+def _mode_str(backend: str, mode) -> str:
+    if backend == "instrumentation":
+        prefix = select.target_backend()
+        prefix = prefix if isinstance(prefix, str) else "cuda"
+        return f"{prefix}:{mode}" if mode else prefix
+    return str(mode) if mode else ""
+
+
+def _check_env(backend: str) -> None:
+    if backend in ("rocprofiler", "roctracer"):
+        import os
+        for var in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+            if os.environ.get(var) is not None:
+                raise ValueError(f"Proton does not work when the environment variable {var} is set on AMD GPUs. "
+                                 "Please unset it and use `ROCR_VISIBLE_DEVICES` instead")
+
+
+def start(
+    name: Optional[str] = None,
+    *,
+    context: Optional[str] = "shadow",
+    data: Optional[str] = "tree",
+    backend: Optional[str] = None,
+    mode: Optional[Union[str, BaseMode]] = None,
+    hook: Optional[Union[str, Hook]] = None,
+) -> Optional[int]:
+    """Start a profiling session and return its id.
+
+    Usage::
+
+        session = proton.start("my_profile", hook="triton")
+        run()
+        proton.finalize()          # writes ./my_profile.hatchet
+
+    Args:
+        name: path of the output without extension (default ``"proton"``, relative to the
+            working directory at finalize); a live session of the same name is reused.
+        context: ``"shadow"`` (the scope stack) or ``"python"`` (the Python call stack).
+        data: ``"tree"`` (aggregated call-path tree) or ``"trace"`` (timeline of events).
+        backend: ``None`` (automatic), ``"cupti"``, ``"rocprofiler"``, ``"roctracer"``,
+            ``"instrumentation"`` or ``"host"`` (no device: scopes, states and metrics only).
+        mode: backend mode, a string such as ``"periodic_flushing:format=hatchet"`` or a
+            :class:`~proton_ctypes.mode.BaseMode`.
+        hook: ``"triton"`` for launch metadata of Triton kernels, or a :class:`Hook`.
+
+    Returns:
+        The session id, or None when running under the ``proton`` command or when
+        profiling is disabled (``TRITON_PROTON_DISABLE=1``).
+    """
+    if flags.command_line or knobs.disabled():
+        return None
+    flags.profiling_on = True
+    name = DEFAULT_PROFILE_NAME if name is None else name
+    backend = select.auto_select() if backend is None else backend
+    mode_str = _mode_str(backend, mode)
+    _check_env(backend)
+    if backend == "instrumentation":
+        from .hooks.instrumentation import refuse_unsupported
+        refuse_unsupported(mode)
+    session = manager.create(name, context, data, backend, mode_str)
+    knobs.export_defaults(backend)
+    if isinstance(hook, Hook):
+        HookManager.register(hook, session)
+    elif hook == "triton":
+        from .hooks.launch import LaunchHook
+        HookManager.register(LaunchHook(), session)
+    elif hook is not None:
+        raise ValueError(f"Unsupported hook: {hook!r}")
+    return session
+
+
+def _cli_guard(session, verb: str) -> Optional[int]:
+    if flags.command_line:
+        if session is None:
+            return 0  # proton_ctypes: no argument means the command's session (spec §0.3)
+        if session != 0:
+            raise ValueError(f"Only one session can be {verb} when running from the command line.")
+    return session
+
+
+def activate(session: Optional[int] = None) -> None:
+    """Resume recording for ``session`` (all sessions when None).
+
+    Raises:
+        IndexError: unknown session id.
+    """
+    session = _cli_guard(session, "activated")
+    HookManager.activate(session)
+    manager.set_active(session, True)
+
+
+def deactivate(session: Optional[int] = None, flushing: bool = False) -> None:
+    """Pause recording for ``session`` (all when None); its data stays in memory.
+
+    Args:
+        session: the session id, or None for every session.
+        flushing: first bring pending device records into the session.
+    """
+    session = _cli_guard(session, "deactivated")
+    HookManager.deactivate(session)
+    manager.set_active(session, False, flushing)
+
+
+def finalize(session: Optional[int] = None, output_format: Optional[str] = "") -> None:
+    """Flush, write and close ``session`` (every session when None).
+
+    Args:
+        session: the session id, or None for all (which also turns profiling off).
+        output_format: ``"hatchet"`` (default for tree data), ``"hatchet_msgpack"`` or
+            ``"chrome_trace"`` (default for trace data), case-insensitive.
+
+    The file is ``<name>.<format>`` (``<name>.part_<k>.<format>`` per phase after
+    ``data.advance_phase``), written whole or not at all.
+    """
+    HookManager.unregister(session)
+    if session is None:
+        flags.profiling_on = False
+        manager.finalize_all(output_format)
+    else:
+        if flags.command_line and session != 0:
+            raise ValueError("Only one session can be finalized when running from the command line.")
+        manager.finalize(session, output_format)
+
+
+def _profiling(func, name=None, context="shadow", data="tree", backend=None, mode=None, hook=None):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        session = start(name, context=context, data=data, backend=backend, mode=mode, hook=hook)
+        ret = func(*args, **kwargs)
+        deactivate(session)
+        return ret
+
+    return wrapper
+
+
+def profile(func=None, *, name: Optional[str] = None, context: Optional[str] = "shadow",
+            data: Optional[str] = "tree", backend: Optional[str] = None, mode: Optional[str] = None,
+            hook: Optional[Union[str, Hook]] = None):
+    """Decorator that starts a session around each call and deactivates it afterwards.
+
+    Usage: ``@proton.profile`` or ``@proton.profile(name="run", hook="triton")``; call
+    :func:`finalize` to write the file.  Arguments are those of :func:`start`.
+    """
+    if func is None:
+        def decorator(f):
+            return _profiling(f, name=name, context=context, data=data, backend=backend, mode=mode, hook=hook)
+
+        return decorator
+    return _profiling(func, name=name, context=context, data=data, backend=backend, mode=mode, hook=hook)

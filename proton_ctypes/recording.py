@@ -1,0 +1,181 @@
+"""The general (slow) path of scope and state events, shared by every API entry point.
+
+:mod:`.scope` and :mod:`.state` inline a fast path for the common case (one view, no
+trace or python-context session, no metrics); everything else lands here.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+from time import time_ns
+
+from . import events
+from .events import G
+from .tree import callpath
+from .tree import metrics as tmetrics
+
+#: process-wide scope/op id counter, starting at 1 (spec §10.4)
+next_id = itertools.count(1).__next__
+
+_OWN_DIR = __file__.rsplit("/", 1)[0]
+
+
+def python_node(skip: int = 1) -> int:
+    """Trie node of the calling thread's Python stack (outermost frame first)."""
+    f = sys._getframe(skip)
+    frames = []
+    while f is not None:
+        co = f.f_code
+        frames.append(f"{co.co_filename}:{f.f_lineno}@{co.co_name}")
+        f = f.f_back
+    node = callpath.ROOT
+    child = callpath.child
+    for fr in reversed(frames):
+        node = child(node, fr)
+    return node
+
+
+def enter(ctx, name: str, sid: int):
+    """Enter scope ``sid`` named ``name`` in every view and python session of the thread.
+
+    Returns the targets ``[(view_or_session, node), ...]`` the scope's metrics go to.
+    """
+    events.ensure(ctx)
+    st = ctx.state
+    targets = []
+    for v in ctx.views:
+        node = v.kids.get(name)
+        if node is None:
+            node = callpath.child(v.top, name)
+        v.ids.append(sid)
+        v.stack.append(node)
+        v.top = node
+        v.kids = callpath.kids[node]
+        eff = node if st is None else callpath.child(node, st)
+        v.created.add(eff)
+        v.note(eff)
+        targets.append((v, eff))
+        if v.trace:
+            rec = ctx.open_trace.get(sid)
+            if rec is None:
+                rec = ctx.open_trace[sid] = [time_ns(), {}, {}, name]
+            for s in v.sessions:
+                if s.data == "trace":
+                    rec[1][s.id] = eff
+    if G.py_active:
+        node = python_node(3)
+        for s in G.py_active:
+            s.current.created.add(node)
+            targets.append((s, node))
+    return targets
+
+
+def exit(ctx, sid: int) -> None:
+    """Close scope ``sid`` in every view of the thread that recorded it (spec §0.3)."""
+    events.ensure(ctx)
+    st = ctx.state
+    for v in ctx.views:
+        ids = v.ids
+        if ids and ids[-1] == sid:
+            ids.pop()
+            v.stack.pop()
+        elif sid in ids:
+            i = ids.index(sid)
+            del ids[i]
+            del v.stack[i]
+        else:
+            continue
+        v.top = v.stack[-1] if v.stack else callpath.ROOT
+        v.kids = callpath.kids[v.top]
+        v.note(v.context_node(st))
+    rec = ctx.open_trace.pop(sid, None) if ctx.open_trace else None
+    if rec is not None:
+        _emit_trace_scope(ctx, sid, rec)
+
+
+def _emit_trace_scope(ctx, sid, rec):
+    t1 = time_ns()
+    t0, nodes, raw, _name = rec
+    for s_id, node in nodes.items():
+        s = G.sessions.get(s_id)
+        if s is None or not s.active:
+            continue
+        s.current.trace.append(("scope", ctx.tid, t0, t1, node, sid, dict(raw)))
+
+
+def session_targets(targets):
+    """Expand ``(view|session, node)`` targets into active ``(session, node)`` pairs."""
+    out = []
+    for t, node in targets:
+        if isinstance(t, events.View):
+            for s in t.sessions:
+                if s.active:
+                    out.append((s, node))
+        elif t.active:
+            out.append((t, node))
+    return out
+
+
+def add_metrics(ctx, sid, targets, scalar: dict) -> None:
+    """Validate ``scalar`` metrics (all or nothing) and add them at each target node."""
+    items = tmetrics.normalize_all(scalar)
+    for s, node in session_targets(targets):
+        flex = s.current.flex
+        nm = flex.get(node)
+        if nm is None:
+            nm = flex[node] = {}
+        tmetrics.add(nm, items)
+    rec = ctx.open_trace.get(sid) if ctx.open_trace else None
+    if rec is not None:
+        raw = rec[2]
+        for k in sorted(scalar):
+            _stored, _pty, vt, val = tmetrics.normalize(k, scalar[k])
+            cur = raw.get(k)
+            if cur is None or cur[0] != vt or _pty:
+                raw[k] = (vt, val)
+            elif vt >= tmetrics.VINT:
+                raw[k] = (vt, [a + b for a, b in zip(cur[1], val)])
+            else:
+                raw[k] = (vt, cur[1] + val)
+
+
+def clear_state_after_metrics(ctx) -> None:
+    """Proton adds metrics inside ``metadata_state()``, whose exit empties the state slot."""
+    if ctx.state is not None:
+        set_state(ctx, None)
+
+
+def set_state(ctx, name) -> None:
+    """Set (or clear, with None) the thread's single state slot and log the new context."""
+    events.ensure(ctx)
+    ctx.state = name
+    for v in ctx.views:
+        if v.logging:
+            v.note(v.context_node(name))
+
+
+def op_enter(ctx, name: str, sid: int):
+    """Enter a launch op named ``name``: the next kernel on this thread *is* this node.
+
+    Returns the metric targets, as :func:`enter` does.
+    """
+    events.ensure(ctx)
+    targets = []
+    for v in ctx.views:
+        node = callpath.child(v.context_node(ctx.state), name)
+        v.created.add(node)
+        v.note(-node - 1)
+        targets.append((v, node))
+    if G.py_active:
+        node = callpath.child(python_node(2), name)
+        for s in G.py_active:
+            s.current.created.add(node)
+            targets.append((s, node))
+    return targets
+
+
+def op_exit(ctx) -> None:
+    """Leave the launch op: the context is the scope path again."""
+    events.ensure(ctx)
+    for v in ctx.views:
+        v.note(v.context_node(ctx.state))

@@ -1,0 +1,248 @@
+"""Scopes: ``scope``, ``cpu_timed_scope``, ``enter_scope`` and ``exit_scope``.
+
+A scope names a region of host code; kernels launched inside it, and the metrics given
+to it, land on its call-path node (``ROOT/outer/inner``).  Scopes nest per thread; a new
+thread starts from a copy of the stack of the thread that started the session.
+
+The common case (one group of sessions on this thread, shadow context, tree data) is
+inlined here: a dict lookup in the call-path trie, two list appends, and -- only when a
+GPU backend will need to attribute kernels -- a ``(time_ns(), node)`` log entry.  Every
+other case goes through :mod:`.recording`.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from functools import wraps
+from typing import Any, Optional
+
+from . import recording
+from .events import _tls, thread_ctx
+from .flags import flags
+from .metric import transform_tensor_metrics
+from .tree import callpath
+
+_kids = callpath.kids
+_child = callpath.child
+_next_id = recording.next_id
+_time_ns = time.time_ns
+
+thread_local_scopes = threading.local()
+
+
+def _add_scope_metrics(ctx, sid, targets, metrics) -> None:
+    scalar, tensor = transform_tensor_metrics(metrics)
+    try:
+        if scalar:
+            recording.add_metrics(ctx, sid, targets, scalar)
+        if tensor:
+            from .tensor_metrics import add_tensor_metrics
+            add_tensor_metrics(ctx, sid, targets, tensor)
+    finally:
+        recording.clear_state_after_metrics(ctx)
+
+
+def _enter(obj, metrics) -> int:
+    """Enter a scope for ``obj`` (anything with ``name``); store targets on it; return the id."""
+    sid = _next_id()
+    name = obj.name
+    try:
+        ctx = _tls.ctx
+    except AttributeError:
+        ctx = thread_ctx()
+    v = ctx.view
+    if v is not None:
+        node = v.kids.get(name)
+        if node is None:
+            node = _child(v.top, name)
+        v.ids.append(sid)
+        v.stack.append(node)
+        v.top = node
+        v.kids = _kids[node]
+        st = ctx.state
+        if st is not None:
+            node = _child(node, st)
+        v.created.add(node)
+        if v.logging:
+            log = v.log
+            log.append(_time_ns())
+            log.append(node)
+        obj._targets = ((v, node),)
+    else:
+        obj._targets = recording.enter(ctx, name, sid)
+    if metrics:
+        _add_scope_metrics(ctx, sid, obj._targets, metrics)
+    return sid
+
+
+def _exit(sid) -> None:
+    try:
+        ctx = _tls.ctx
+    except AttributeError:
+        ctx = thread_ctx()
+    v = ctx.view
+    if v is not None:
+        ids = v.ids
+        if ids and ids[-1] == sid:
+            ids.pop()
+            stack = v.stack
+            stack.pop()
+            top = stack[-1] if stack else 0
+            v.top = top
+            v.kids = _kids[top]
+            if v.logging:
+                st = ctx.state
+                log = v.log
+                log.append(_time_ns())
+                log.append(top if st is None else _child(top, st))
+            return
+    recording.exit(ctx, sid)
+
+
+class scope:
+    """A context manager and decorator that records a named region of host code.
+
+    Usage::
+
+        with proton.scope("attention", {"flops": 2e9}):
+            kernel[grid](...)
+
+        @proton.scope("step")
+        def step(): ...
+
+    Args:
+        name: the frame name of the scope in the call-path tree.
+        metrics: optional ``{name: value}`` added to the scope's node at entry; values are
+            ints, floats, lists of them, or tensors. Suffixes ``(inc)``, ``(exc)`` and
+            ``(pty)`` choose how repeated values combine (see proton-spec §3.2).
+
+    ``id`` holds the scope id while entered (None when profiling is off).
+    """
+
+    __slots__ = ("name", "metrics", "id", "_targets", "__weakref__", "__dict__")
+
+    def __init__(self, name: str, metrics: Optional[dict[str, Any]] = None) -> None:
+        self.name = name
+        self.metrics = metrics
+        self.id = None
+
+    def _enter_scope(self):
+        if flags.profiling_on:
+            self.id = _enter(self, self.metrics)
+
+    def _exit_scope(self):
+        if flags.profiling_on and self.id is not None:
+            _exit(self.id)
+
+    def __enter__(self):
+        if flags.profiling_on:
+            self.id = _enter(self, self.metrics)
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if flags.profiling_on and self.id is not None:
+            _exit(self.id)
+
+    def __call__(self, func):
+        @wraps(func)
+        def wrapper(*args, **kwargs):
+            self._enter_scope()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self._exit_scope()
+
+        return wrapper
+
+
+class cpu_timed_scope(scope):
+    """A scope that also records the host wall time spent inside it as ``cpu_time (ns)``.
+
+    The time includes nested scopes but is stored as an exclusive metric (summed over
+    repeats, never propagated), as in Proton.  The key ``cpu_time`` is reserved.
+
+    Args:
+        name: the frame name of the scope.
+        metrics: optional extra metrics, as for :class:`scope`.
+    """
+
+    __slots__ = ("start_time",)
+
+    def __init__(self, name: str, metrics: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(name, metrics)
+        self.start_time = None
+        if metrics and "cpu_time" in metrics:
+            raise ValueError("The metric name 'cpu_time' is reserved.")
+
+    def _enter_scope(self):
+        if not flags.profiling_on:
+            return
+        self.start_time = time.perf_counter_ns()
+        self.id = _enter(self, self.metrics)
+
+    def _exit_scope(self):
+        if not flags.profiling_on:
+            return
+        if self.start_time is not None and self.id is not None:
+            elapsed = time.perf_counter_ns() - self.start_time
+            _add_scope_metrics(thread_ctx(), self.id, self._targets, {"cpu_time (ns)(exc)": elapsed})
+        if self.id is not None:
+            _exit(self.id)
+
+    def __enter__(self):
+        self._enter_scope()
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        self._exit_scope()
+
+
+class _Entered:
+    """What ``enter_scope`` remembers for ``exit_scope``: the name and metric targets."""
+
+    __slots__ = ("name", "_targets")
+
+    def __init__(self, name):
+        self.name = name
+
+
+def enter_scope(name: str, *, metrics: Optional[dict[str, Any]] = None) -> Optional[int]:
+    """Enter a scope without a ``with`` block; pair it with :func:`exit_scope`.
+
+    Returns the scope id, or None when profiling is off.
+    """
+    if not flags.profiling_on:
+        return None
+    e = _Entered(name)
+    try:
+        stack = thread_local_scopes.scopes
+    except AttributeError:
+        stack = thread_local_scopes.scopes = []
+    sid = _enter(e, None)
+    stack.append((sid, name, e))
+    if metrics:
+        _add_scope_metrics(thread_ctx(), sid, e._targets, metrics)
+    return sid
+
+
+def exit_scope(name: Optional[str] = None, *, metrics: Optional[dict[str, Any]] = None) -> Optional[int]:
+    """Exit the innermost scope opened with :func:`enter_scope` on this thread.
+
+    ``name``, when given, must match that scope's name (``ValueError`` otherwise; the
+    scope is closed all the same).  ``metrics`` are added to the scope before it closes.
+    Returns the scope id, or None when profiling is off.
+    """
+    if not flags.profiling_on:
+        return None
+    try:
+        stack = thread_local_scopes.scopes
+    except AttributeError:
+        stack = thread_local_scopes.scopes = []
+    sid, popped, e = stack.pop()
+    if name and name != popped:
+        _exit(sid)
+        raise ValueError(f"Scope name mismatch: {name} != {popped}")
+    if metrics:
+        _add_scope_metrics(thread_ctx(), sid, e._targets, metrics)
+    _exit(sid)
+    return sid

@@ -1,0 +1,112 @@
+"""A profiling session: its settings, active windows, phases and per-phase accumulators.
+
+Sessions never own call-path nodes (the trie is process-wide, :mod:`.tree.callpath`);
+each phase of a session keeps the set of nodes it touched, the user metrics per node
+and the kernel aggregates per node (or, for ``data="trace"``, the event list).
+"""
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+
+FAR_FUTURE = 1 << 62
+
+
+class PhaseData:
+    """What one phase of one session accumulated."""
+
+    __slots__ = ("created", "flex", "kcount", "ktime", "kdevice", "kernel_nodes", "trace", "devices",
+                 "complete", "cleared")
+
+    def __init__(self):
+        #: nodes entered (scopes, their state children); ancestors are implied
+        self.created: set = set()
+        #: node -> {stored metric name: [is_property, type, value]}
+        self.flex: dict = {}
+        #: kernel node -> launch count / summed duration ns / last device index
+        self.kcount: dict = {}
+        self.ktime: dict = {}
+        self.kdevice: dict = {}
+        #: nodes that are kernels (their metrics come from the backend)
+        self.kernel_nodes: set = set()
+        #: data="trace": list of events (see tree.trace)
+        self.trace: list = []
+        #: device indices that ran kernels in this phase
+        self.devices: set = set()
+        #: True once the phase is closed and flushed
+        self.complete = False
+        #: True for a current phase recreated by ``data.clear``
+        self.cleared = False
+
+    def has_data(self) -> bool:
+        """Whether anything at all was recorded in this phase."""
+        return bool(self.created or self.flex or self.kcount or self.trace)
+
+
+class Session:
+    """One profiling session (what ``start`` returns the id of)."""
+
+    def __init__(self, sid: int, name: str, context: str, data: str, backend, mode: str):
+        self.id = sid
+        self.name = name
+        self.context = context
+        self.data = data
+        self.backend = backend
+        self.mode = mode
+        self.active = True
+        self.finalized = False
+        self.starter_tid = threading.get_native_id()
+        now = time.time_ns()
+        #: active windows [on, off); the open one ends at FAR_FUTURE
+        self.win_on = [now]
+        self.win_off = [FAR_FUTURE]
+        #: phase k starts at phase_t[k]
+        self.phase = 0
+        self.phase_t = [now]
+        self.phases = {0: PhaseData()}
+        self.lock = threading.RLock()
+
+    # -- activity ---------------------------------------------------------------------
+    def set_active(self, on: bool) -> None:
+        """Open or close an active window at the current time."""
+        if on == self.active:
+            return
+        now = time.time_ns()
+        if on:
+            self.win_on.append(now)
+            self.win_off.append(FAR_FUTURE)
+        else:
+            self.win_off[-1] = now
+        self.active = on
+
+    def active_at(self, t) -> bool:
+        """Whether the session was active at time ``t`` (ns)."""
+        i = bisect.bisect_right(self.win_on, t) - 1
+        return i >= 0 and t < self.win_off[i]
+
+    # -- phases -----------------------------------------------------------------------
+    @property
+    def current(self) -> PhaseData:
+        """The data of the current phase."""
+        return self.phases[self.phase]
+
+    def phase_at(self, t) -> int:
+        """The phase that was current at time ``t``."""
+        return max(0, bisect.bisect_right(self.phase_t, t) - 1)
+
+    def data_of(self, phase: int):
+        """PhaseData of ``phase`` or None if it never existed or was cleared."""
+        return self.phases.get(phase)
+
+    def advance_phase(self) -> int:
+        """Close the current phase and open the next one; return its number."""
+        self.phase += 1
+        self.phase_t.append(time.time_ns())
+        self.phases[self.phase] = PhaseData()
+        return self.phase
+
+    @property
+    def uses_device(self) -> bool:
+        """Whether the backend produces kernel records (so scopes must be logged)."""
+        return bool(getattr(self.backend, "device_type", ""))

@@ -1,0 +1,166 @@
+"""Attribute a kernel batch to call paths, in bulk.
+
+For every session using the backend that produced the batch:
+
+1. keep the rows launched inside one of the session's active windows;
+2. per launching thread, find the context node current at each launch time by
+   ``np.searchsorted`` over the logs of that thread's views the session belonged to
+   (rows no view covers use the session's starter thread, then ROOT);
+3. graft capture-time paths below replay-time paths for graph replays;
+4. group rows by (phase, context, kernel name) with ``np.unique`` and add count, time
+   and device per group -- Python runs per distinct kernel node, never per kernel.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import callpath, strings
+from ..session import FAR_FUTURE
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _log_arrays(view):
+    raw = view.log[:]  # copy under the GIL: never export the live array's buffer
+    a = np.frombuffer(raw, dtype=np.int64)
+    return a[0::2], a[1::2]
+
+
+def _join_thread(session, views_by_tid, tid, t, out, done):
+    """Fill ``out`` (context codes) for rows ``t`` launched on ``tid``; mark ``done``."""
+    for v in views_by_tid.get(int(tid), ()):
+        if session not in v.sessions:
+            continue
+        t1 = FAR_FUTURE if v.t1 is None else v.t1
+        m = (~done) & (t >= v.t0) & (t < t1)
+        if not m.any():
+            continue
+        times, codes = _log_arrays(v)
+        if len(times) == 0:
+            out[m] = v.top if v.ids else callpath.ROOT
+        else:
+            i = np.searchsorted(times, t[m], side="right") - 1
+            out[m] = codes[np.maximum(i, 0)]
+        done |= m
+
+
+def context_codes(session, views_by_tid, tids, times):
+    """Context code (node, or ``-(node+1)`` for ops) of each (thread, time) pair."""
+    n = len(times)
+    out = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return out
+    done = np.zeros(n, dtype=bool)
+    for tid in np.unique(tids):
+        sel = np.nonzero(tids == tid)[0]
+        sub_out = np.zeros(len(sel), dtype=np.int64)
+        sub_done = np.zeros(len(sel), dtype=bool)
+        _join_thread(session, views_by_tid, tid, times[sel], sub_out, sub_done)
+        if not sub_done.all() and tid != session.starter_tid:
+            rest = ~sub_done
+            alt = np.zeros(int(rest.sum()), dtype=np.int64)
+            alt_done = np.zeros(len(alt), dtype=bool)
+            _join_thread(session, views_by_tid, session.starter_tid, times[sel][rest], alt, alt_done)
+            alt[~alt_done] = callpath.ROOT
+            sub_out[rest] = alt
+        out[sel] = sub_out
+        done[sel] = True
+    return out
+
+
+def _graft(codes, cap_codes, has_cap):
+    if not has_cap.any():
+        return codes
+    codes = codes.copy()
+    pairs = {}
+    for i in np.nonzero(has_cap)[0]:
+        key = (int(codes[i]), int(cap_codes[i]))
+        node = pairs.get(key)
+        if node is None:
+            base, sub = key
+            if base < 0:
+                base = -base - 1
+            if sub < 0:
+                sub = -sub - 1
+            node = pairs[key] = callpath.graft(base, sub)
+        codes[i] = node
+    return codes
+
+
+def kernel_nodes(codes, name_ids):
+    """Kernel node of each row: a child named after the kernel, or the op node itself."""
+    keys = np.stack([codes, name_ids.astype(np.int64)])
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    nodes = np.empty(uniq.shape[1], dtype=np.int64)
+    for j in range(uniq.shape[1]):
+        code, nid = int(uniq[0, j]), int(uniq[1, j])
+        nodes[j] = -code - 1 if code < 0 else callpath.child(code, strings.name_of(nid))
+    return nodes[inv.reshape(-1)]
+
+
+def ingest(session, views_by_tid, batch) -> None:
+    """Add the rows of ``batch`` that belong to ``session`` to its phases."""
+    t = batch["launch_ns"]
+    if len(t) == 0:
+        return
+    on = np.asarray(session.win_on, dtype=np.int64)
+    off = np.asarray(session.win_off, dtype=np.int64)
+    w = np.searchsorted(on, t, side="right") - 1
+    keep = (w >= 0) & (t < off[np.maximum(w, 0)])
+    if not keep.any():
+        return
+    rows = batch[keep]
+    t = rows["launch_ns"]
+    if session.context == "python":
+        codes = rows["py_node"].astype(np.int64)
+        codes[codes < 0] = callpath.ROOT
+    else:
+        codes = context_codes(session, views_by_tid, rows["tid"], t)
+        has_cap = rows["cap_tid"] >= 0
+        if has_cap.any():
+            cap = context_codes(session, views_by_tid, rows["cap_tid"][has_cap], rows["cap_ns"][has_cap])
+            cap_full = np.zeros(len(rows), dtype=np.int64)
+            cap_full[has_cap] = cap
+            codes = _graft(codes, cap_full, has_cap)
+    knodes = kernel_nodes(codes, rows["name_id"])
+    phase = np.searchsorted(np.asarray(session.phase_t, dtype=np.int64), t, side="right") - 1
+    phase = np.maximum(phase, 0)
+    if session.data == "trace":
+        _add_trace(session, rows, knodes, phase)
+        return
+    _add_tree(session, rows, knodes, phase)
+
+
+def _add_tree(session, rows, knodes, phase):
+    dur = (rows["end_ns"] - rows["start_ns"]).astype(np.int64)
+    keys = np.stack([phase.astype(np.int64), knodes])
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    inv = inv.reshape(-1)
+    counts = np.bincount(inv, minlength=uniq.shape[1])
+    times = np.bincount(inv, weights=dur, minlength=uniq.shape[1])
+    last = np.zeros(uniq.shape[1], dtype=np.int64)
+    last[inv] = np.arange(len(inv))
+    devices = rows["device"]
+    for j in range(uniq.shape[1]):
+        pd = session.phases.get(int(uniq[0, j]))
+        if pd is None:
+            continue
+        node = int(uniq[1, j])
+        pd.kcount[node] = pd.kcount.get(node, 0) + int(counts[j])
+        pd.ktime[node] = pd.ktime.get(node, 0) + int(round(times[j]))
+        dev = int(devices[last[j]])
+        pd.kdevice[node] = dev
+        pd.kernel_nodes.add(node)
+        pd.devices.add(dev)
+
+
+def _add_trace(session, rows, knodes, phase):
+    for p in np.unique(phase):
+        pd = session.phases.get(int(p))
+        if pd is None:
+            continue
+        m = phase == p
+        sub = rows[m]
+        pd.trace.append(("kernels", sub["start_ns"].copy(), sub["end_ns"].copy(), sub["stream"].copy(),
+                         sub["device"].copy(), knodes[m].copy()))
+        pd.devices.update(int(d) for d in np.unique(sub["device"]))

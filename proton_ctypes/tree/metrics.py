@@ -1,0 +1,170 @@
+"""Flexible (user) metrics: value normalisation, name suffixes and per-node accumulation.
+
+Rules (proton-spec §3, §10.3):
+
+* values: ``int``/``bool``/numpy ints -> int64 (ints outside int64 -> double), floats and
+  every numpy floating type -> double, lists/tuples/1-D arrays -> vectors (any float
+  element makes the vector double), CPU tensors -> ``.item()`` / ``.tolist()`` first.
+  Anything else makes the whole dict fail with Proton's ``TypeError`` before any add.
+* roofline keys are normalised: ``flops``/``flops8|16|32|64`` -> double, ``bytes`` -> int.
+* names: ``(exc)`` and ``(pty)`` are removed wherever they occur and the result is
+  stripped; ``(inc)`` stays.  A name whose raw form *ends* with ``(pty)`` is a property
+  (last value wins); everything else is summed.
+* at one node the kind and type of a stored name are fixed by its first add; a later
+  value of another type raises ``ValueError("[PROTON] Metric value type mismatch ...")``;
+  summed vectors keep their length.  Keys are applied in sorted order and processing
+  stops at the first mismatch (earlier keys stay applied).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+INT, DOUBLE, VINT, VDOUBLE = 0, 1, 2, 3
+TYPE_NAMES = ("int64_t", "double", "std::vector<int64_t>", "std::vector<double>")
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+ROOFLINE_FLOAT = frozenset({"flops", "flops8", "flops16", "flops32", "flops64"})
+ROOFLINE_INT = "bytes"
+
+ADD_METRICS_TYPE_ERROR = (
+    "add_metrics(): incompatible function arguments. The following argument types are supported:\n"
+    "    1. add_metrics(scopeId: int, metrics: collections.abc.Mapping[str, int | float | "
+    "collections.abc.Sequence[int] | collections.abc.Sequence[float]], tensorMetrics: "
+    "collections.abc.Mapping[str, TensorMetric] = {}) -> None\n\nInvoked with types: int, dict, dict")
+
+_key_cache: dict = {}
+
+
+def parse_key(raw: str):
+    """Return ``(stored_name, is_property)`` for a user metric key (cached)."""
+    r = _key_cache.get(raw)
+    if r is None:
+        stored = raw.replace("(exc)", "").replace("(pty)", "").strip()
+        r = (stored, raw.endswith("(pty)"))
+        _key_cache[raw] = r
+    return r
+
+
+def _bad():
+    return TypeError(ADD_METRICS_TYPE_ERROR)
+
+
+def _scalar(v):
+    """Normalise one scalar to ``(type, value)``; raise TypeError if not numeric."""
+    t = type(v)
+    if t is int:
+        if _I64_MIN <= v <= _I64_MAX:
+            return INT, v
+        return DOUBLE, float(v)
+    if t is float:
+        return DOUBLE, v
+    if t is bool:
+        return INT, int(v)
+    if isinstance(v, numbers.Integral):
+        return _scalar(int(v))
+    if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):
+        return DOUBLE, float(v)
+    if hasattr(v, "dtype") and getattr(v, "shape", None) == ():  # numpy 0-d array
+        return _scalar(v.item())
+    raise _bad()
+
+
+def normalize(key, value):
+    """Normalise one metric to ``(stored_name, is_property, type, value)``.
+
+    ``value`` must already be host data (the tensor split happens in
+    :mod:`proton_ctypes.metric`).  Raises Proton's ``TypeError`` for anything else.
+    """
+    if type(key) is not str:
+        raise _bad()
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
+        if getattr(value, "ndim", 0) == 0:
+            value = value.item() if hasattr(value, "item") else value
+        else:
+            value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        vals = []
+        is_float = False
+        for e in value:
+            t, x = _scalar(e)
+            if t == DOUBLE:
+                is_float = True
+            vals.append(x)
+        if key in ROOFLINE_FLOAT:
+            is_float = True
+        elif key == ROOFLINE_INT:
+            vals = [int(x) for x in vals]
+            is_float = False
+        if is_float:
+            vals = [float(x) for x in vals]
+            vt = VDOUBLE
+        else:
+            vt = VINT
+        stored, pty = parse_key(key)
+        return stored, pty, vt, vals
+    t, x = _scalar(value)
+    if key in ROOFLINE_FLOAT:
+        t, x = DOUBLE, float(x)
+    elif key == ROOFLINE_INT:
+        t, x = INT, int(x)
+    stored, pty = parse_key(key)
+    return stored, pty, t, x
+
+
+def normalize_all(metrics: dict) -> list:
+    """Normalise a whole metrics dict, sorted by raw key; all-or-nothing on type errors."""
+    return [normalize(k, metrics[k]) for k in sorted(metrics, key=_sort_key)]
+
+
+def _sort_key(k):
+    if type(k) is not str:
+        raise _bad()
+    return k
+
+
+def add(node_metrics: dict, items: list) -> None:
+    """Accumulate normalised ``items`` into one node's ``{name: [is_pty, type, value]}``.
+
+    Applies items in order and raises at the first type or size mismatch (the items
+    before it stay applied, as in Proton).
+    """
+    for stored, pty, vt, val in items:
+        cur = node_metrics.get(stored)
+        if cur is None:
+            node_metrics[stored] = [pty, vt, list(val) if vt >= VINT else val]
+            continue
+        if cur[1] != vt:
+            raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
+                             f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
+        if cur[0]:
+            cur[2] = list(val) if vt >= VINT else val
+        elif vt >= VINT:
+            old = cur[2]
+            if len(old) != len(val):
+                raise ValueError(f"[PROTON] Vector metric size mismatch for valueId 0 ({stored}): "
+                                 f"current={len(old)}, new={len(val)}")
+            cur[2] = [a + b for a, b in zip(old, val)]
+        else:
+            cur[2] = cur[2] + val
+
+
+def json_value(vt: int, value):
+    """A stored value as it appears in JSON output (NaN/inf become None)."""
+    if vt == DOUBLE:
+        return None if not math.isfinite(value) else value
+    if vt == VDOUBLE:
+        return [None if not math.isfinite(x) else x for x in value]
+    return value
+
+
+def trace_string(vt: int, value) -> str:
+    """A stored value as the chrome-trace writer prints it (``%f`` doubles, ``[1,2]``)."""
+    if vt == INT:
+        return str(value)
+    if vt == DOUBLE:
+        return "%f" % value
+    if vt == VINT:
+        return "[" + ",".join(str(x) for x in value) + "]"
+    return "[" + ",".join("%f" % x for x in value) + "]"

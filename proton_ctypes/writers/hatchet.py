@@ -1,0 +1,9 @@
+"""The ``hatchet`` format: pretty JSON ``[tree, device_info]`` with sorted keys."""
+from __future__ import annotations
+
+import json
+
+
+def dumps(tree: dict, device_info: dict) -> str:
+    """Serialise as Proton does: 4-space indent, keys sorted, NaN/inf already ``null``."""
+    return json.dumps([tree, device_info], indent=4, sort_keys=True, allow_nan=False)
