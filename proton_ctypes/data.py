@@ -76,6 +76,6 @@ def clear(session: Optional[int] = 0, phase: int = 0, clear_up_to_phase: bool = 
     if s.phase not in s.phases:
         from .session import PhaseData
         from . import events
-        fresh = s.phases[s.phase] = PhaseData()
+        fresh = s.cur = s.phases[s.phase] = PhaseData()
         fresh.cleared = True
         events.bump_epoch()

@@ -17,7 +17,8 @@ op (``hook="triton"``): the kernel then *is* that node instead of a child of it.
 from __future__ import annotations
 
 import threading
-from array import array
+
+import numpy as np
 from time import time_ns
 
 from .tree import callpath
@@ -51,23 +52,50 @@ G = _Global()
 class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
 
-    __slots__ = ("sessions", "phases", "ids", "stack", "top", "kids", "log", "t0", "t1", "created",
+    __slots__ = ("sessions", "phases", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
                  "logging", "trace", "ctx")
 
-    def __init__(self, ctx, sessions, ids, stack, t0):
+    def __init__(self, ctx, sessions, ids, top, t0):
         self.ctx = ctx
         self.sessions = sessions
         self.phases = tuple(s.current for s in sessions)
+        #: scope ids of the open scopes, innermost last; their nodes are ``top`` and its
+        #: ancestors (each open scope's node is the parent of the next one's)
         self.ids = ids
-        self.stack = stack
-        self.top = stack[-1] if stack else callpath.ROOT
+        self.top = top
         self.kids = callpath.kids[self.top]
-        self.log = array("q")
+        #: flat list t0, code0, t1, code1, ... (a list: appends are cheapest); compacted
+        #: into ``chunks`` (int64 arrays of shape (n, 2)) by :meth:`compact`
+        self.log = []
+        self.chunks = []
         self.t0 = t0
         self.t1 = None
         self.created = set()
         self.logging = any(s.uses_device for s in sessions)
         self.trace = any(s.data == "trace" for s in sessions)
+
+    def nodes(self):
+        """Trie nodes of the open scopes, outermost first."""
+        out = []
+        n = self.top
+        parent = callpath.parent
+        for _ in self.ids:
+            out.append(n)
+            n = parent[n]
+        out.reverse()
+        return out
+
+    def remove(self, i):
+        """Close the open scope at stack index ``i``; re-root the scopes opened above it."""
+        nodes = self.nodes()
+        names = [callpath.name[n] for n in nodes]
+        del self.ids[i]
+        del names[i]
+        node = callpath.parent[nodes[i]]
+        for nm in names[i:]:
+            node = callpath.child(node, nm)
+        self.top = node if self.ids else callpath.ROOT
+        self.kids = callpath.kids[self.top]
 
     def context_node(self, state):
         """The node kernels launched now attach under (the top, or its state child)."""
@@ -79,6 +107,18 @@ class View:
             log = self.log
             log.append(time_ns())
             log.append(code)
+
+    def compact(self):
+        """Move the logged pairs into an int64 chunk (safe while the owner thread appends)."""
+        log = self.log
+        n = len(log) & ~1
+        if n:
+            chunk = np.array(log[:n], dtype=np.int64).reshape(-1, 2)
+            del log[:n]
+            self.chunks.append(chunk)
+        if len(self.chunks) > 1:
+            self.chunks[:] = [np.concatenate(self.chunks)]
+        return self.chunks[0] if self.chunks else np.zeros((0, 2), dtype=np.int64)
 
     def merge_created(self):
         """Publish the nodes entered in this view to each member session's phase."""
@@ -98,7 +138,7 @@ class ThreadCtx:
         self.view = None
         self.views = []
         self.state = None
-        #: session id -> (ids, stack) of a deactivated session on this thread
+        #: session id -> (ids, top) of a deactivated session on this thread
         self.frozen = {}
         #: scope id -> [t_enter, {session id: node}, raw metrics dict] for trace sessions
         self.open_trace = {}
@@ -128,10 +168,10 @@ def bump_epoch() -> None:
 
 
 def _stack_of(ctx, session):
-    """The (ids, stack) lists that ``session`` currently has on thread ``ctx`` or None."""
+    """The (ids, top) that ``session`` currently has on thread ``ctx`` or None."""
     for v in ctx.views:
         if session in v.sessions:
-            return v.ids, v.stack
+            return v.ids, v.top
     return ctx.frozen.get(session.id)
 
 
@@ -146,10 +186,10 @@ def resync(ctx: ThreadCtx) -> None:
             v.t1 = now
             v.merge_created()
             for s in v.sessions:
-                stacks[s] = (v.ids, v.stack)
+                stacks[s] = (v.ids, v.top)
         for s, st in stacks.items():
             if not s.active and not s.finalized:
-                ctx.frozen[s.id] = (list(st[0]), list(st[1]))
+                ctx.frozen[s.id] = (list(st[0]), st[1])
         for sid in [k for k in ctx.frozen if k not in G.sessions]:
             del ctx.frozen[sid]
         groups = {}
@@ -162,7 +202,7 @@ def resync(ctx: ThreadCtx) -> None:
                 if starter is not None and starter is not ctx:
                     st = _stack_of(starter, s)
             if st is None:
-                st = ([], [])
+                st = ([], callpath.ROOT)
             key = tuple(st[0])
             g = groups.get(key)
             if g is None:
@@ -170,9 +210,9 @@ def resync(ctx: ThreadCtx) -> None:
             else:
                 g[0].append(s)
         views = []
-        for members, (ids, stack) in groups.values():
-            v = View(ctx, tuple(members), list(ids), list(stack), now)
-            if v.stack:
+        for members, (ids, top) in groups.values():
+            v = View(ctx, tuple(members), list(ids), top, now)
+            if v.ids:
                 # the open scopes exist in the new view (phase) too
                 v.created.add(v.context_node(ctx.state))
             v.note(_code(v, ctx.state))

@@ -48,7 +48,6 @@ def enter(ctx, name: str, sid: int):
         if node is None:
             node = callpath.child(v.top, name)
         v.ids.append(sid)
-        v.stack.append(node)
         v.top = node
         v.kids = callpath.kids[node]
         eff = node if st is None else callpath.child(node, st)
@@ -78,15 +77,12 @@ def exit(ctx, sid: int) -> None:
         ids = v.ids
         if ids and ids[-1] == sid:
             ids.pop()
-            v.stack.pop()
+            v.top = callpath.parent[v.top] if ids else callpath.ROOT
+            v.kids = callpath.kids[v.top]
         elif sid in ids:
-            i = ids.index(sid)
-            del ids[i]
-            del v.stack[i]
+            v.remove(ids.index(sid))
         else:
             continue
-        v.top = v.stack[-1] if v.stack else callpath.ROOT
-        v.kids = callpath.kids[v.top]
         v.note(v.context_node(st))
     rec = ctx.open_trace.pop(sid, None) if ctx.open_trace else None
     if rec is not None:

@@ -21,8 +21,12 @@ from .events import _tls, thread_ctx
 from .flags import flags
 from .metric import transform_tensor_metrics
 from .tree import callpath
+from .tree.metrics import add_plain
+
+_flags = flags
 
 _kids = callpath.kids
+_parent = callpath.parent
 _child = callpath.child
 _next_id = recording.next_id
 _time_ns = time.time_ns
@@ -56,7 +60,6 @@ def _enter(obj, metrics) -> int:
         if node is None:
             node = _child(v.top, name)
         v.ids.append(sid)
-        v.stack.append(node)
         v.top = node
         v.kids = _kids[node]
         st = ctx.state
@@ -68,11 +71,34 @@ def _enter(obj, metrics) -> int:
             log.append(_time_ns())
             log.append(node)
         obj._targets = ((v, node),)
-    else:
-        obj._targets = recording.enter(ctx, name, sid)
+        if metrics:
+            if not _fast_metrics(v, node, metrics):
+                _add_scope_metrics(ctx, sid, obj._targets, metrics)
+            elif st is not None:
+                recording.clear_state_after_metrics(ctx)
+        return sid
+    obj._targets = recording.enter(ctx, name, sid)
     if metrics:
         _add_scope_metrics(ctx, sid, obj._targets, metrics)
     return sid
+
+
+def _fast_metrics(v, node, metrics) -> bool:
+    """Add plain int/float metrics to every session of view ``v``; False if not plain."""
+    for key, val in metrics.items():
+        t = type(val)
+        if (t is not int and t is not float) or type(key) is not str:
+            return False
+    sessions = v.sessions
+    if len(sessions) == 1:
+        if not sessions[0].active:
+            return True
+        add_plain(sessions[0].cur.flex, node, metrics)
+        return True
+    for s in sessions:
+        if s.active:
+            add_plain(s.cur.flex, node, metrics)
+    return True
 
 
 def _exit(sid) -> None:
@@ -85,9 +111,7 @@ def _exit(sid) -> None:
         ids = v.ids
         if ids and ids[-1] == sid:
             ids.pop()
-            stack = v.stack
-            stack.pop()
-            top = stack[-1] if stack else 0
+            top = _parent[v.top] if ids else 0
             v.top = top
             v.kids = _kids[top]
             if v.logging:
@@ -119,7 +143,7 @@ class scope:
     ``id`` holds the scope id while entered (None when profiling is off).
     """
 
-    __slots__ = ("name", "metrics", "id", "_targets", "__weakref__", "__dict__")
+    __slots__ = ("name", "metrics", "id", "_targets")
 
     def __init__(self, name: str, metrics: Optional[dict[str, Any]] = None) -> None:
         self.name = name
@@ -135,13 +159,60 @@ class scope:
             _exit(self.id)
 
     def __enter__(self):
-        if flags.profiling_on:
+        if not _flags.profiling_on:
+            return self
+        if self.metrics:
             self.id = _enter(self, self.metrics)
+            return self
+        # inlined fast path of _enter (no metrics): one trie lookup, two appends
+        try:
+            ctx = _tls.ctx
+        except AttributeError:
+            ctx = thread_ctx()
+        v = ctx.view
+        if v is None:
+            self.id = _enter(self, None)
+            return self
+        self.id = sid = _next_id()
+        node = v.kids.get(self.name)
+        if node is None:
+            node = _child(v.top, self.name)
+        v.ids.append(sid)
+        v.top = node
+        v.kids = _kids[node]
+        st = ctx.state
+        if st is not None:
+            node = _child(node, st)
+        v.created.add(node)
+        if v.logging:
+            log = v.log
+            log.append(_time_ns())
+            log.append(node)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback):
-        if flags.profiling_on and self.id is not None:
-            _exit(self.id)
+        sid = self.id
+        if sid is None or not _flags.profiling_on:
+            return
+        try:
+            ctx = _tls.ctx
+        except AttributeError:
+            ctx = thread_ctx()
+        v = ctx.view
+        if v is not None:
+            ids = v.ids
+            if ids and ids[-1] == sid:
+                ids.pop()
+                top = _parent[v.top] if ids else 0
+                v.top = top
+                v.kids = _kids[top]
+                if v.logging:
+                    st = ctx.state
+                    log = v.log
+                    log.append(_time_ns())
+                    log.append(top if st is None else _child(top, st))
+                return
+        recording.exit(ctx, sid)
 
     def __call__(self, func):
         @wraps(func)

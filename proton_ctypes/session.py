@@ -65,6 +65,8 @@ class Session:
         self.phase = 0
         self.phase_t = [now]
         self.phases = {0: PhaseData()}
+        #: the current phase's data (kept in step with ``phase``)
+        self.cur = self.phases[0]
         self.lock = threading.RLock()
 
     # -- activity ---------------------------------------------------------------------
@@ -89,7 +91,7 @@ class Session:
     @property
     def current(self) -> PhaseData:
         """The data of the current phase."""
-        return self.phases[self.phase]
+        return self.cur
 
     def phase_at(self, t) -> int:
         """The phase that was current at time ``t``."""
@@ -103,7 +105,7 @@ class Session:
         """Close the current phase and open the next one; return its number."""
         self.phase += 1
         self.phase_t.append(time.time_ns())
-        self.phases[self.phase] = PhaseData()
+        self.cur = self.phases[self.phase] = PhaseData()
         return self.phase
 
     @property

@@ -21,6 +21,7 @@ COMPUTE_METADATA_SCOPE_NAME = "__proton_launch_metadata"
 COMPUTE_METADATA_SCOPE_PREFIX = "__proton_launch_metadata:"
 
 _child = callpath.child
+_flags = flags
 _time_ns = time.time_ns
 
 
@@ -35,7 +36,11 @@ def _set(name) -> None:
         if v.logging:
             log = v.log
             log.append(_time_ns())
-            log.append(v.top if name is None else _child(v.top, name))
+            if name is None:
+                log.append(v.top)
+            else:
+                node = v.kids.get(name)
+                log.append(_child(v.top, name) if node is None else node)
         return
     if not G.sessions:
         ctx.state = None
@@ -61,13 +66,38 @@ class state:
         self.name = name
 
     def __enter__(self):
-        if flags.profiling_on:
-            _set(self.name)
+        if _flags.profiling_on:
+            try:
+                ctx = _tls.ctx
+            except AttributeError:
+                ctx = thread_ctx()
+            v = ctx.view
+            if v is None:
+                _set(self.name)
+            else:
+                name = ctx.state = self.name
+                if v.logging:
+                    log = v.log
+                    log.append(_time_ns())
+                    node = v.kids.get(name)
+                    log.append(_child(v.top, name) if node is None else node)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> None:
-        if flags.profiling_on:
-            _set(None)
+        if _flags.profiling_on:
+            try:
+                ctx = _tls.ctx
+            except AttributeError:
+                ctx = thread_ctx()
+            v = ctx.view
+            if v is None:
+                _set(None)
+            else:
+                ctx.state = None
+                if v.logging:
+                    log = v.log
+                    log.append(_time_ns())
+                    log.append(v.top)
 
     def __call__(self, func):
         @wraps(func)

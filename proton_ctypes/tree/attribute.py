@@ -21,9 +21,8 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 def _log_arrays(view):
-    raw = view.log[:]  # copy under the GIL: never export the live array's buffer
-    a = np.frombuffer(raw, dtype=np.int64)
-    return a[0::2], a[1::2]
+    a = view.compact()
+    return a[:, 0], a[:, 1]
 
 
 def _join_thread(session, views_by_tid, tid, t, out, done):

@@ -1,0 +1,133 @@
+"""Scope and state cost: real triton.profiler vs proton_ctypes, side by side in one process.
+
+Run: ``python bench/scope_overhead.py [--rounds R] [--n N] [--json PATH]``
+
+Real Proton runs host-only through the oracle recipe (stub libcupti/libcuda, fake sm_90
+driver: spec §0.1).  proton_ctypes runs with the host-only backend ("host": scopes are
+not logged because no kernel can need them) and with the mock GPU backend ("mock": every
+scope and state also appends its (time_ns, node) log entry, as under CUPTI).  Rounds
+interleave the implementations; the figure is the median over rounds of ns per
+operation (loop included), and the ratio is ours / Proton's of the same round.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+from oracle.real_proton import load  # noqa: E402
+
+real = load()
+import proton_ctypes as ours  # noqa: E402
+from proton_ctypes.backends import select  # noqa: E402
+from proton_ctypes.backends.mock import MockBackend  # noqa: E402
+
+select.register("mock", MockBackend)
+
+
+def case_scope(p, n):
+    scope = p.scope
+    t = time.perf_counter_ns()
+    for _ in range(n):
+        with scope("a"):
+            pass
+    return time.perf_counter_ns() - t
+
+
+def case_scope_metrics(p, n):
+    scope = p.scope
+    t = time.perf_counter_ns()
+    for _ in range(n):
+        with scope("a", {"m": 1}):
+            pass
+    return time.perf_counter_ns() - t
+
+
+def case_enter_exit(p, n):
+    enter, exit_ = p.enter_scope, p.exit_scope
+    t = time.perf_counter_ns()
+    for _ in range(n):
+        enter("a")
+        exit_()
+    return time.perf_counter_ns() - t
+
+
+def case_state(p, n):
+    state = p.state
+    t = time.perf_counter_ns()
+    for _ in range(n):
+        with state("s"):
+            pass
+    return time.perf_counter_ns() - t
+
+
+CASES = {"scope enter+exit": case_scope, "scope with metrics": case_scope_metrics,
+         "enter_scope/exit_scope": case_enter_exit, "state enter+exit": case_state}
+REFERENCE = {"scope enter+exit": 0.70, "scope with metrics": 2.50, "enter_scope/exit_scope": 0.73,
+             "state enter+exit": 0.15}
+
+
+def run(impl, fn, n, sessions, tmp):
+    if impl == "proton":
+        p, kw = real, {}
+    else:
+        p, kw = ours, {"backend": "host" if impl == "proton_ctypes" else "mock"}
+    for i in range(sessions):
+        p.start(os.path.join(tmp, f"{impl}{i}"), **kw)
+    gc.collect()
+    gc.disable()
+    try:
+        ns = fn(p, n)
+    finally:
+        gc.enable()
+    p.finalize()
+    return ns / n / 1000.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp()
+    impls = ["proton", "proton_ctypes", "proton_ctypes[mock]"]
+    rows = []
+    print(f"{'case':28s} {'sessions':>8s} {'proton us':>10s} {'ours us':>9s} {'ratio':>6s} "
+          f"{'ours+log us':>11s} {'ratio':>6s}")
+    for case, fn in CASES.items():
+        for sessions in (1, 3):
+            res = {i: [] for i in impls}
+            for r in range(a.rounds):
+                order = impls if r % 2 == 0 else impls[::-1]
+                for impl in order:
+                    res[impl].append(run(impl, fn, a.n, sessions, tmp))
+            med = {i: statistics.median(v) for i, v in res.items()}
+            ratio = {i: statistics.median([x / y for x, y in zip(res[i], res["proton"])]) for i in impls}
+            print(f"{case:28s} {sessions:8d} {med['proton']:10.3f} {med['proton_ctypes']:9.3f} "
+                  f"{ratio['proton_ctypes']:6.2f} {med['proton_ctypes[mock]']:11.3f} "
+                  f"{ratio['proton_ctypes[mock]']:6.2f}")
+            for i in impls:
+                rows.append({"case": f"{case}, {sessions} session{'s' if sessions > 1 else ''}"
+                             + (" (scope log on)" if i.endswith("[mock]") else ""),
+                             "impl": "proton_ctypes" if i.startswith("proton_ctypes") else i,
+                             "us_per_op": round(med[i], 4), "ratio_to_proton": round(ratio[i], 3)})
+    if a.json:
+        doc = {"machine": platform.node() or "cpu", "date": time.strftime("%Y-%m-%d"),
+               "command": "python " + " ".join(sys.argv), "rows": rows}
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
