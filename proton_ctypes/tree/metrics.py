@@ -32,7 +32,7 @@ ADD_METRICS_TYPE_ERROR = (
     "add_metrics(): incompatible function arguments. The following argument types are supported:\n"
     "    1. add_metrics(scopeId: int, metrics: collections.abc.Mapping[str, int | float | "
     "collections.abc.Sequence[int] | collections.abc.Sequence[float]], tensorMetrics: "
-    "collections.abc.Mapping[str, TensorMetric] = {}) -> None\n\nInvoked with types: int, dict, dict")
+    "collections.abc.Mapping[str, triton._C.libproton.proton.TensorMetric] = {}) -> None\n\nInvoked with types: int, dict, dict")
 
 _key_cache: dict = {}
 

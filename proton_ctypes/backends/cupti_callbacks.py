@@ -1,0 +1,176 @@
+"""The one CUPTI subscriber of the process: CUDA-graph resource callbacks and the python-context
+launch callback.
+
+CUPTI allows a single subscriber per process (``cuptiSubscribe`` returns
+``CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`` = 39 otherwise), so both uses share
+one callback function:
+
+* **RESOURCE domain** (always on): ``GRAPHNODE_CREATED`` fires inside the launch call that
+  a stream capture turns into a node, on the capturing thread, so ``(get_native_id(),
+  time_ns())`` taken there locates the scopes open at capture.  ``GRAPHNODE_CLONED``
+  (at instantiate) maps the executable graph's node id back to the captured one; the
+  replayed kernel records carry the *cloned* ids (gpu-backends.md §5).
+* **DRIVER domain, launch ids only** (``context="python"`` only): on API ENTER call the
+  profiler's ``python_context()`` and remember ``(correlationId, node, thread, time)``.
+  The default context installs no launch callback at all.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+
+import numpy as np
+
+from . import cupti_layout as L
+from .cupti_lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, CB_SITE_ENTER,
+                        DRIVER_LAUNCH_CBIDS, ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+                        RESOURCE_GRAPHNODE_CLONED, RESOURCE_GRAPHNODE_CREATED, CuptiLib)
+
+#: Every callback object ever handed to CUPTI stays alive for the life of the process.
+_KEEP_ALIVE = []
+
+OTHER_SUBSCRIBER_MESSAGE = (
+    "[PROTON] proton_ctypes cannot profile with CUPTI: another CUPTI subscriber is active in this process "
+    "(torch.profiler / Kineto, Nsight Systems (nsys), Nsight Compute, or another profiler). CUPTI allows one "
+    "subscriber per process: stop the other profiler first, or run without it.")
+
+
+class CallbackHub:
+    """Owns the subscriber handle, the graph-node maps and the python-context entries."""
+
+    def __init__(self, lib: CuptiLib):
+        self.lib = lib
+        self.subscriber = ctypes.c_void_p()
+        self.subscribed = False
+        #: graph node id -> (native thread id, time_ns) at GRAPHNODE_CREATED.
+        self.created = {}
+        #: cloned node id -> the node it was cloned from.
+        self.cloned = {}
+        #: python-context entries ``(corr, node, tid, time_ns)``, appended by launching threads.
+        self.py_entries = []
+        self.callback_errors = 0
+        self._launch_enabled = False
+        self._get_node_id = lib.fn("cuptiGetGraphNodeId")
+
+    # ------------------------------------------------------------------ subscription
+    def subscribe(self, python_context=None) -> None:
+        """Subscribe with a callback built for ``python_context`` (None: resource callbacks only)."""
+        callback = CALLBACK_FUNC(self._make_callback(python_context))
+        _KEEP_ALIVE.append(callback)
+        code = self.lib.try_call("cuptiSubscribe", ctypes.byref(self.subscriber), callback, None)
+        if code == ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+            raise RuntimeError(OTHER_SUBSCRIBER_MESSAGE)
+        self.lib.check("cuptiSubscribe", code)
+        self.subscribed = True
+
+    def enable_graph_callbacks(self) -> None:
+        """Turn on GRAPHNODE_CREATED and GRAPHNODE_CLONED."""
+        for cbid in (RESOURCE_GRAPHNODE_CREATED, RESOURCE_GRAPHNODE_CLONED):
+            self.lib.call("cuptiEnableCallback", 1, self.subscriber, CB_DOMAIN_RESOURCE, cbid)
+
+    def enable_launch_callbacks(self) -> None:
+        """Turn on the driver launch callbacks (python context only)."""
+        for cbid in DRIVER_LAUNCH_CBIDS.values():
+            self.lib.call("cuptiEnableCallback", 1, self.subscriber, CB_DOMAIN_DRIVER_API, cbid)
+        self._launch_enabled = True
+
+    def unsubscribe(self) -> None:
+        """Switch every callback off and drop the subscription (errors ignored: used in teardown)."""
+        if not self.subscribed:
+            return
+        self.subscribed = False
+        if self._launch_enabled:
+            for cbid in DRIVER_LAUNCH_CBIDS.values():
+                self.lib.try_call("cuptiEnableCallback", 0, self.subscriber, CB_DOMAIN_DRIVER_API, cbid)
+            self._launch_enabled = False
+        for cbid in (RESOURCE_GRAPHNODE_CREATED, RESOURCE_GRAPHNODE_CLONED):
+            self.lib.try_call("cuptiEnableCallback", 0, self.subscriber, CB_DOMAIN_RESOURCE, cbid)
+        self.lib.try_call("cuptiUnsubscribe", self.subscriber)
+        self.subscriber = ctypes.c_void_p()
+
+    # ------------------------------------------------------------------ the callback
+    def _make_callback(self, python_context):
+        """Build the Python function CUPTI calls; the launch path binds everything it uses locally."""
+        on_resource = self._on_resource
+        if python_context is None:
+            def callback(userdata, domain, cbid, data):
+                if domain == CB_DOMAIN_RESOURCE:
+                    on_resource(cbid, data)
+            return callback
+
+        site_at = ctypes.c_int.from_address
+        corr_at = ctypes.c_uint32.from_address
+        append = self.py_entries.append
+        now = time.time_ns
+        native_id = threading.get_native_id
+        corr_offset = L.CALLBACK_CORRELATION_OFFSET
+        driver, enter = CB_DOMAIN_DRIVER_API, CB_SITE_ENTER
+
+        def callback(userdata, domain, cbid, data):
+            if domain == driver:
+                if site_at(data).value == enter:
+                    append((corr_at(data + corr_offset).value, python_context(), native_id(), now()))
+            elif domain == CB_DOMAIN_RESOURCE:
+                on_resource(cbid, data)
+        return callback
+
+    def _on_resource(self, cbid, data) -> None:
+        """GRAPHNODE_CREATED / GRAPHNODE_CLONED: remember where the node was made / what it copies."""
+        if cbid != RESOURCE_GRAPHNODE_CREATED and cbid != RESOURCE_GRAPHNODE_CLONED:
+            return
+        try:
+            desc = ctypes.c_void_p.from_address(data + L.RESOURCE_DESCRIPTOR_OFFSET).value
+            if not desc:
+                return
+            node_id = self._node_id(ctypes.c_void_p.from_address(desc + L.GRAPHDATA_NODE_OFFSET).value)
+            if node_id is None:
+                return
+            if cbid == RESOURCE_GRAPHNODE_CREATED:
+                self.created[node_id] = (threading.get_native_id(), time.time_ns())
+            else:
+                original = self._node_id(ctypes.c_void_p.from_address(desc + L.GRAPHDATA_ORIGINAL_NODE_OFFSET).value)
+                if original is not None and original != node_id:
+                    self.cloned[node_id] = original
+        except Exception:
+            self.callback_errors += 1
+
+    def _node_id(self, node_handle):
+        if not node_handle:
+            return None
+        out = ctypes.c_uint64()
+        if self._get_node_id(node_handle, ctypes.byref(out)) != 0:
+            return None
+        return int(out.value)
+
+    # ------------------------------------------------------------------ used by the parser
+    def take_python_entries(self) -> np.ndarray:
+        """Remove and return the python-context entries so far as an ``(n, 4)`` int64 array."""
+        entries = self.py_entries
+        n = len(entries)
+        if n == 0:
+            return np.zeros((0, 4), np.int64)
+        chunk = entries[:n]
+        del entries[:n]
+        try:
+            return np.asarray(chunk, np.int64).reshape(n, 4)
+        except (TypeError, ValueError):  # python_context() returned None or a non-int somewhere
+            return np.asarray([(c, -1 if not isinstance(v, int) else v, t, s) for c, v, t, s in chunk],
+                              np.int64).reshape(n, 4)
+
+    def resolve_graph_nodes(self, node_ids: np.ndarray):
+        """``(cap_tid, cap_ns)`` per replayed node id: follow clone links to the captured node."""
+        uniq, inverse = np.unique(node_ids, return_inverse=True)
+        tids = np.full(uniq.size, -1, np.int64)
+        stamps = np.full(uniq.size, -1, np.int64)
+        cloned, created = self.cloned, self.created
+        for i, node in enumerate(uniq.tolist()):
+            hops = 0
+            while node in cloned and hops < 64:
+                node = cloned[node]
+                hops += 1
+            hit = created.get(node)
+            if hit is not None:
+                tids[i], stamps[i] = hit
+        inverse = inverse.reshape(-1)
+        return tids[inverse], stamps[inverse]

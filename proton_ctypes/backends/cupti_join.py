@@ -1,0 +1,261 @@
+"""Turn parsed kernel records into kernel batches: the correlation-id join, vectorised.
+
+Each kernel record is tied by ``correlationId`` to its launch-API record (thread id and
+launch time), to an external-correlation record (fallback attribution), and, with
+``context="python"``, to the call-path node captured by the launch callback.  Records of
+one launch can arrive in different buffers (the API record at launch, the kernel record
+when it completes), so the three lookups keep *pending* tables across flushes, and a
+kernel whose API record has not arrived yet is held back for one round.
+
+Everything here is numpy over whole columns; Python loops run per distinct thread,
+name pointer or graph node, never per kernel.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..tree import strings
+from .base import empty_batch
+
+#: Pending API/ext-corr/python entries not matched after this long (ns, CUPTI clock) are dropped.
+UNMATCHED_TTL_NS = 120 * 10**9
+#: Matched graph-launch API records are kept this long for the rest of the graph's kernels.
+GRAPH_TTL_NS = 10 * 10**9
+#: A python-context entry matched by time must lie in [api start - slack, api end] on the same thread.
+PY_TIME_SLACK_NS = 2_000
+
+
+class CorrTable:
+    """Columns keyed by correlation id, appended in chunks, looked up in bulk."""
+
+    def __init__(self, columns: dict):
+        self.dtypes = dict(columns)
+        self.cols = {name: np.zeros(0, dt) for name, dt in columns.items()}
+
+    def __len__(self):
+        return len(self.cols["corr"])
+
+    def add(self, **cols) -> None:
+        """Append rows (every column given, same length)."""
+        if len(cols["corr"]) == 0:
+            return
+        for name in self.cols:
+            self.cols[name] = np.concatenate([self.cols[name], np.asarray(cols[name], self.dtypes[name])])
+
+    def lookup(self, corr: np.ndarray):
+        """Return ``(found, row)``: for each id in ``corr`` whether a row has it and which one."""
+        keys = self.cols["corr"]
+        if keys.size == 0 or corr.size == 0:
+            return np.zeros(corr.size, bool), np.zeros(corr.size, np.int64)
+        order = np.argsort(keys, kind="stable")
+        pos = np.searchsorted(keys, corr, sorter=order)
+        pos = np.minimum(pos, keys.size - 1)
+        row = order[pos]
+        return keys[row] == corr, row
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep only the rows where ``mask`` is True."""
+        for name in self.cols:
+            self.cols[name] = self.cols[name][mask]
+
+
+class Joiner:
+    """Builds :data:`~proton_ctypes.backends.base.KERNEL_DTYPE` batches from parsed columns."""
+
+    def __init__(self, clock_offset_ns: int = 0, graph_resolver: Optional[Callable] = None,
+                 name_reader: Callable[[int], str] = None, graph_launch_cbids=()):
+        #: CUPTI time minus ``time.time_ns()``; subtracted from every CUPTI timestamp.
+        self.clock_offset_ns = int(clock_offset_ns)
+        self.graph_resolver = graph_resolver
+        self.name_reader = name_reader or _read_c_string
+        self.graph_launch_cbids = np.asarray(sorted(graph_launch_cbids), np.uint32)
+        self.api = CorrTable({"corr": np.uint32, "tid": np.int64, "start": np.int64, "end": np.int64,
+                              "graph": bool})
+        self.ext = CorrTable({"corr": np.uint32, "ext": np.int64})
+        self.py = CorrTable({"corr": np.uint32, "node": np.int64, "tid": np.int64, "t": np.int64})
+        self._held = None
+        self._names = {}
+        self._newest_ns = 0
+        #: Counters for diagnostics and the finalize report.
+        self.stats = {"kernels": 0, "api_matched": 0, "api_missing": 0, "invalid_time": 0,
+                      "py_by_corr": 0, "py_by_time": 0, "ext_matched": 0, "api_records": 0}
+
+    # ------------------------------------------------------------------ inputs
+    def add_api(self, cols: dict) -> None:
+        """Remember launch-API records (``CUpti_ActivityAPI`` columns); failed launches are skipped."""
+        if not cols:
+            return
+        ok = cols["returnValue"] == 0
+        self.stats["api_records"] += int(ok.sum())
+        self.api.add(corr=cols["correlationId"][ok], tid=cols["threadId"][ok].astype(np.int64),
+                     start=cols["start"][ok].astype(np.int64), end=cols["end"][ok].astype(np.int64),
+                     graph=np.isin(cols["cbid"][ok], self.graph_launch_cbids))
+
+    def add_external(self, cols: dict) -> None:
+        """Remember external-correlation records (``correlationId`` -> ``externalId``)."""
+        if cols:
+            self.ext.add(corr=cols["correlationId"], ext=cols["externalId"].astype(np.int64))
+
+    def add_python(self, entries: np.ndarray) -> None:
+        """Remember python-context launch entries, an ``(n, 4)`` int64 array: corr, node, tid, time_ns."""
+        if len(entries):
+            self.py.add(corr=entries[:, 0].astype(np.uint32), node=entries[:, 1], tid=entries[:, 2],
+                        t=entries[:, 3])
+
+    # ------------------------------------------------------------------ output
+    def join(self, kernels: dict, hold: bool = False) -> np.ndarray:
+        """Return the batch for ``kernels`` (kernel columns) plus any held back from the last round.
+
+        With ``hold``, kernels whose launch-API record has not arrived yet are kept for one
+        more round; held kernels are delivered next time whether matched or not.
+        """
+        fresh = _valid_rows(kernels, self.stats)
+        held, self._held = self._held, None
+        if fresh is not None and fresh["start"].size:
+            self._newest_ns = max(self._newest_ns, int(fresh["start"].max()))
+        if fresh is not None and hold and len(self.api):
+            found, _ = self.api.lookup(fresh["correlationId"])
+            if not found.all():
+                self._held = _take(fresh, ~found)
+                fresh = _take(fresh, found)
+        cols = _concat([c for c in (held, fresh) if c is not None])
+        batch = self._build(cols) if cols is not None else empty_batch(0)
+        self._prune()
+        return batch
+
+    def pending_kernels(self) -> int:
+        """Kernels held back waiting for their API record."""
+        return 0 if self._held is None else int(self._held["start"].size)
+
+    # ------------------------------------------------------------------ internals
+    def _build(self, k: dict) -> np.ndarray:
+        n = k["start"].size
+        batch = empty_batch(n)
+        off = self.clock_offset_ns
+        corr = k["correlationId"]
+        batch["start_ns"] = k["start"].astype(np.int64) - off
+        batch["end_ns"] = k["end"].astype(np.int64) - off
+        batch["device"] = k["deviceId"]
+        batch["stream"] = k["streamId"]
+        batch["corr"] = corr
+        batch["name_id"] = self._name_ids(k["name"])
+        found, row = self.api.lookup(corr)
+        self.stats["kernels"] += n
+        self.stats["api_matched"] += int(found.sum())
+        self.stats["api_missing"] += int(n - found.sum())
+        batch["tid"][found] = self.api.cols["tid"][row[found]]
+        launch = batch["start_ns"].copy()
+        launch[found] = self.api.cols["start"][row[found]] - off
+        batch["launch_ns"] = launch
+        single = k["graphNodeId"] == 0          # one kernel per launch: its entries can go now
+        if len(self.ext):
+            efound, erow = self.ext.lookup(corr)
+            batch["py_node"][efound] = self.ext.cols["ext"][erow[efound]]
+            self.stats["ext_matched"] += int(efound.sum())
+            self.ext.keep(_unused(len(self.ext), erow[efound & single]))
+        if len(self.py):
+            self._python_nodes(batch, k, found, row, single)
+        node = k["graphNodeId"]
+        graph = node != 0
+        if graph.any() and self.graph_resolver is not None:
+            cap_tid, cap_ns = self.graph_resolver(node[graph])
+            batch["cap_tid"][graph] = cap_tid
+            batch["cap_ns"][graph] = cap_ns
+        if found.any():
+            used = row[found]
+            self.api.keep(_unused(len(self.api), used[~self.api.cols["graph"][used]]))
+        return batch
+
+    def _python_nodes(self, batch, k, api_found, api_row, single) -> None:
+        """Fill ``py_node``: by correlation id first, then by (thread, time inside the launch call)."""
+        pfound, prow = self.py.lookup(k["correlationId"])
+        batch["py_node"][pfound] = self.py.cols["node"][prow[pfound]]
+        self.stats["py_by_corr"] += int(pfound.sum())
+        used = [prow[pfound & single]]
+        todo = np.flatnonzero(~pfound & api_found)
+        off = self.clock_offset_ns
+        q_row = api_row[todo]
+        q_tid = self.api.cols["tid"][q_row]
+        q_lo = self.api.cols["start"][q_row] - off - PY_TIME_SLACK_NS
+        q_hi = self.api.cols["end"][q_row] - off
+        p_tid, p_t, p_node = self.py.cols["tid"], self.py.cols["t"], self.py.cols["node"]
+        for tid in np.unique(q_tid).tolist():
+            mine = np.flatnonzero(p_tid == tid)
+            if mine.size == 0:
+                continue
+            mine = mine[np.argsort(p_t[mine], kind="stable")]
+            sel = np.flatnonzero(q_tid == tid)
+            pos = np.searchsorted(p_t[mine], q_hi[sel], side="right") - 1
+            ok = pos >= 0
+            ok[ok] = p_t[mine[pos[ok]]] >= q_lo[sel][ok]
+            hit = mine[pos[ok]]
+            batch["py_node"][todo[sel[ok]]] = p_node[hit]
+            used.append(hit[single[todo[sel[ok]]]])
+            self.stats["py_by_time"] += int(ok.sum())
+        self.py.keep(_unused(len(self.py), np.concatenate(used)))
+
+    def _prune(self) -> None:
+        """Age out entries that no kernel claimed (failed or foreign launches) and old graph launches."""
+        horizon = self._newest_ns
+        if not horizon:
+            return
+        api = self.api.cols
+        keep = np.where(api["graph"], api["start"] > horizon - GRAPH_TTL_NS, api["start"] > horizon - UNMATCHED_TTL_NS)
+        self.api.keep(keep)
+        if len(self.py):
+            self.py.keep(self.py.cols["t"] + self.clock_offset_ns > horizon - UNMATCHED_TTL_NS)
+        if len(self.ext) > 1_000_000:
+            self.ext.keep(np.arange(len(self.ext)) >= len(self.ext) - 1_000_000)
+
+    def _name_ids(self, pointers: np.ndarray) -> np.ndarray:
+        """Interned name ids for kernel-name pointers; each distinct pointer is read once."""
+        if pointers.size == 0:
+            return np.zeros(0, np.int32)
+        uniq, inverse = np.unique(pointers, return_inverse=True)
+        ids = np.empty(uniq.size, np.int32)
+        cache = self._names
+        for i, ptr in enumerate(uniq.tolist()):
+            nid = cache.get(ptr)
+            if nid is None:
+                nid = cache[ptr] = strings.intern(self.name_reader(ptr) if ptr else "<unknown kernel>")
+            ids[i] = nid
+        return ids[inverse.reshape(-1)]
+
+
+def _read_c_string(pointer: int) -> str:
+    """Read a NUL-terminated kernel name owned by CUPTI."""
+    return ctypes.string_at(pointer).decode("utf-8", errors="replace")
+
+
+def _valid_rows(k: dict, stats: dict):
+    """Kernel columns without records that carry no timing (start 0 or end < start)."""
+    if not k:
+        return None
+    ok = (k["start"] != 0) & (k["end"] >= k["start"])
+    bad = int(ok.size - ok.sum())
+    if bad:
+        stats["invalid_time"] += bad
+        return _take(k, ok)
+    return k
+
+
+def _unused(n: int, used_rows: np.ndarray) -> np.ndarray:
+    """Mask of the ``n`` rows not listed in ``used_rows``."""
+    keep = np.ones(n, bool)
+    keep[used_rows] = False
+    return keep
+
+
+def _take(cols: dict, mask: np.ndarray) -> dict:
+    return {name: col[mask] for name, col in cols.items()}
+
+
+def _concat(parts: list):
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}

@@ -1,0 +1,245 @@
+"""Shared pieces of the AMD backends: finding the ROCm libraries, the AMD environment
+check, mode strings and clock calibration.
+
+Loading order for a ROCm library (the first that works wins; the winner is kept as the
+loader's ``source`` for the profile metadata):
+
+1. the knobs Proton uses: ``<KNOB>_LIB_PATH`` is a directory (or a file) and
+   ``<KNOB>_LIBRARY`` the file name inside it (or a path of its own), as
+   ``triton.knobs.proton`` and the TheRock preload set them;
+2. a copy already mapped in this process (``/proc/self/maps``), so that no second copy of
+   a tool library is ever loaded next to torch's;
+3. the ROCm install: ``$ROCM_PATH/lib`` then ``/opt/rocm/lib``;
+4. the plain name through the dynamic loader (``LD_LIBRARY_PATH``);
+5. otherwise ``RuntimeError("[PROTON] Could not load `<name>`")``, Proton's wording.
+
+Nothing here imports the API layer; nothing runs per kernel launch.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from typing import Callable, Iterable, List, NamedTuple, Optional, Tuple
+
+ROCPROFILER_SDK_SONAME = "librocprofiler-sdk.so"
+ROCTRACER_SONAME = "libroctracer64.so"
+HSA_SONAME = "libhsa-runtime64.so"
+
+#: (path knob, library knob) per library, as in ``triton.knobs.proton`` (spec §8).
+KNOBS = {
+    ROCPROFILER_SDK_SONAME: ("TRITON_ROCPROFILER_SDK_LIB_PATH", "TRITON_ROCPROFILER_SDK_LIBRARY"),
+    ROCTRACER_SONAME: ("TRITON_ROCTRACER_LIB_PATH", "TRITON_ROCTRACER_LIBRARY"),
+    HSA_SONAME: ("TRITON_HSA_RUNTIME_PATH", "TRITON_HSA_RUNTIME_LIBRARY"),
+}
+
+#: Profiler names used in Proton's own error messages (csrc/lib/Profiler/*).
+PROFILER_NAMES = {"rocprofiler": "RocprofSDKProfiler", "roctracer": "RoctracerProfiler"}
+
+PERIODIC_FORMATS = ("hatchet", "hatchet_msgpack", "chrome_trace")
+
+
+class LibraryNotFound(RuntimeError):
+    """A ROCm library could not be loaded; the message is Proton's."""
+
+
+class Loaded(NamedTuple):
+    """A loaded library and where it came from (``"knob"``, ``"mapped"``, ``"rocm"``, ``"ldpath"``)."""
+
+    lib: object
+    path: str
+    source: str
+
+
+# ---------------------------------------------------------------------------- loading
+def _mapped(soname: str) -> List[str]:
+    """Paths of already-mapped objects whose file name starts with ``soname``."""
+    found = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.rstrip("\n").split(None, 5)[-1]
+                if os.path.basename(path).startswith(soname) and path not in found:
+                    found.append(path)
+    except OSError:
+        pass
+    return found
+
+
+def candidates(soname: str, environ=None) -> List[Tuple[str, str]]:
+    """The ``(path, source)`` pairs tried, in order, to load ``soname`` (see module docstring)."""
+    env = os.environ if environ is None else environ
+    path_knob, lib_knob = KNOBS.get(soname, (None, None))
+    out = []
+    lib_dir = env.get(path_knob, "") if path_knob else ""
+    lib_name = env.get(lib_knob, "") if lib_knob else ""
+    if lib_dir:
+        if os.path.isfile(lib_dir):
+            out.append((lib_dir, "knob"))
+        else:
+            out.append((os.path.join(lib_dir, lib_name or soname), "knob"))
+    elif lib_name:
+        out.append((lib_name, "knob"))
+    out.extend((p, "mapped") for p in _mapped(soname))
+    roots = [env.get("ROCM_PATH", ""), "/opt/rocm"]
+    for root in roots:
+        if root:
+            out.append((os.path.join(root, "lib", soname), "rocm"))
+    out.append((soname, "ldpath"))
+    seen, uniq = set(), []
+    for p, s in out:
+        if p not in seen:
+            seen.add(p)
+            uniq.append((p, s))
+    return uniq
+
+
+def load_library(soname: str, lib=None, opener: Callable = None, environ=None) -> Loaded:
+    """Load ``soname`` (or take ``lib``, an object with the same function names: the tests' fakes).
+
+    ``opener`` defaults to ``ctypes.CDLL`` with ``RTLD_GLOBAL`` (rocprofiler-sdk needs its
+    registration library globally visible, Proton promotes it the same way).
+    Raises :class:`LibraryNotFound` (a ``RuntimeError``) with Proton's message.
+    """
+    if lib is not None:
+        return Loaded(lib, getattr(lib, "path", "<injected>"), "injected")
+    opener = opener or (lambda p: ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL))
+    errors = []
+    for path, source in candidates(soname, environ):
+        if source != "ldpath" and os.sep in path and not os.path.exists(path):
+            continue
+        try:
+            return Loaded(opener(path), path, source)
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    err = LibraryNotFound(f"[PROTON] Could not load `{soname}`")
+    err.tried = errors
+    raise err
+
+
+def library_available(soname: str, environ=None) -> bool:
+    """True when ``soname`` can be loaded (it is then kept loaded: dlopen is reference counted)."""
+    try:
+        load_library(soname, environ=environ)
+        return True
+    except LibraryNotFound:
+        return False
+
+
+def amd_available(environ=None) -> Optional[str]:
+    """``"rocprofiler"`` or ``"roctracer"`` (the backend ``backend=None`` picks on ROCm), else None."""
+    if library_available(ROCPROFILER_SDK_SONAME, environ):
+        return "rocprofiler"
+    if library_available(ROCTRACER_SONAME, environ):
+        return "roctracer"
+    return None
+
+
+# ---------------------------------------------------------------------------- environment
+def check_amd_env(environ=None) -> None:
+    """Raise Proton's ``ValueError`` when ``HIP_VISIBLE_DEVICES`` or ``CUDA_VISIBLE_DEVICES`` is set.
+
+    Checked in that order; any value counts, even an empty string (spec §1.7).
+    """
+    env = os.environ if environ is None else environ
+    for var in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        if var in env:
+            raise ValueError(f"Proton does not work when the environment variable {var} is set on AMD GPUs. "
+                             "Please unset it and use `ROCR_VISIBLE_DEVICES` instead")
+
+
+# ---------------------------------------------------------------------------- modes
+class ModeNotImplemented(NotImplementedError, ValueError):
+    """A mode Proton knows but proton_ctypes does not implement (both error types catch it)."""
+
+
+def parse_mode(mode, backend: str, allowed: Iterable[str]) -> Tuple[str, dict]:
+    """Split ``"name:key=value:..."`` into ``(name, options)``, validating it as Proton does.
+
+    ``backend`` is ``"rocprofiler"`` or ``"roctracer"``; unknown names raise
+    ``ValueError("[PROTON] <Profiler>: unsupported mode: <mode>")``; ``periodic_flushing``
+    accepts only ``format=hatchet|hatchet_msgpack|chrome_trace`` (Proton's messages).
+    """
+    profiler = PROFILER_NAMES[backend]
+    text = "" if mode is None else str(mode)
+    if not text:
+        return "", {}
+    parts = text.split(":")
+    name = parts[0]
+    if name.lower() not in allowed:
+        raise ValueError(f"[PROTON] {profiler}: unsupported mode: {name}")
+    name = name.lower()
+    opts = {}
+    for part in parts[1:]:
+        if "=" not in part:
+            continue
+        key, value = part.split("=", 1)
+        opts[key] = value
+    if name == "periodic_flushing":
+        for key, value in opts.items():
+            if key != "format":
+                raise ValueError(f"[PROTON] {profiler}: unsupported option key: {key}")
+            if value not in PERIODIC_FORMATS:
+                raise ValueError(f"[PROTON] {profiler}: unsupported format: {value}")
+        opts.setdefault("format", "hatchet")
+    return name, opts
+
+
+# ---------------------------------------------------------------------------- clocks
+#: Python clocks the vendor clock is compared with. rocprofiler-sdk stamps with
+#: CLOCK_BOOTTIME (source/lib/common/utility.hpp); roctracer with the HSA system clock.
+PY_CLOCKS = (("realtime", time.time_ns),
+             ("monotonic", time.monotonic_ns),
+             ("boottime", (lambda: time.clock_gettime_ns(time.CLOCK_BOOTTIME))
+              if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic_ns))
+
+#: |offset| under which a vendor clock *is* that Python clock (gpu-backends.md §3: 50 µs).
+CLOCK_TOLERANCE_NS = 50_000
+
+
+class Calibration(NamedTuple):
+    """``vendor_ns + offset_ns`` is ``time.time_ns()``; ``clock`` names the matching Python clock
+    (None when none matched: the clocks disagree and the backend falls back)."""
+
+    clock: Optional[str]
+    offset_ns: int
+    window_ns: int
+    agrees: bool
+
+
+def _best_pair(read_vendor: Callable[[], int], read_py: Callable[[], int], pairs: int):
+    best = None
+    for _ in range(pairs):
+        a = read_py()
+        v = read_vendor()
+        b = read_py()
+        w = b - a
+        if best is None or w < best[0]:
+            best = (w, (a + b) // 2 - v)
+    return best
+
+
+def calibrate(read_vendor: Callable[[], int], pairs: int = 64,
+              tolerance_ns: int = CLOCK_TOLERANCE_NS) -> Calibration:
+    """Compare a vendor timestamp reader with ``time.time_ns`` and the other Python clocks.
+
+    The offset to ``time.time_ns()`` comes from the pair with the smallest read window.
+    ``agrees`` is True when the vendor clock matches one Python clock within
+    ``tolerance_ns`` (then a fixed offset converts it exactly: those clocks advance
+    together) and the best read window itself is under the tolerance.
+    """
+    window, to_realtime = _best_pair(read_vendor, time.time_ns, pairs)
+    match, best = None, None
+    for name, reader in PY_CLOCKS:
+        w, off = _best_pair(read_vendor, reader, max(8, pairs // 4))
+        if abs(off) <= tolerance_ns and (best is None or abs(off) < best):
+            match, best = name, abs(off)
+    agrees = match is not None and window <= tolerance_ns
+    return Calibration(match, int(to_realtime), int(window), agrees)
+
+
+def attribution_override(environ=None) -> Optional[str]:
+    """``PROTON_CTYPES_ATTRIBUTION`` (``"timestamp"`` or ``"extcorr"``) when set, else None."""
+    env = os.environ if environ is None else environ
+    v = env.get("PROTON_CTYPES_ATTRIBUTION", "").strip().lower()
+    return v if v in ("timestamp", "extcorr") else None

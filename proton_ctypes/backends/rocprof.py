@@ -1,0 +1,237 @@
+"""The rocprofiler-sdk backend (``backend="rocprofiler"``, ``device_type`` ``"HIP"``).
+
+Collection is set up once per process by :mod:`.rocm_sdk_runtime` (force-configured
+tool, buffer tracing of kernel dispatches and HIP launch APIs, code-object callbacks for
+kernel names). This module turns what the buffer callbacks queued into kernel batches:
+
+* kernel dispatch records (``rocprofiler_buffer_tracing_kernel_dispatch_record_t``) give
+  start/end, agent (-> device index), queue (-> stream lane), kernel id (-> name id) and
+  the launching thread;
+* HIP API records joined by internal correlation id give ``launch_ns`` (the API start);
+  in the external-correlation fallback the Python-clock stamp taken on the launching
+  thread is used instead, and the python-context node with it;
+* SDK timestamps (CLOCK_BOOTTIME) are moved to ``time.time_ns()`` by the calibrated offset.
+
+Kernels whose records have ``start >= end`` are skipped, as Proton does (counted in
+``invalid``). Kernels with no launch record after one extra round get
+``launch_ns = start_ns`` (counted in ``unmatched``).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Iterable, Optional
+
+import numpy as np
+
+from ..tree import strings
+from . import rocm_devices, rocm_lib, rocm_parse
+from . import rocm_sdk_api as api
+from .base import empty_batch
+from .rocm_sdk_runtime import SdkRuntime, runtime_for
+from .rocprof_layout import HIP_API_V0, HIP_API_V1, KERNEL_DISPATCH
+
+UNKNOWN_KERNEL = "<unknown>"
+MODES = ("pcsampling", "periodic_flushing")
+
+
+def load_rocprofiler(lib=None, environ=None) -> api.SdkLib:
+    """Load librocprofiler-sdk (knobs, mapped copy, ROCm install; or the object ``lib``) and
+    declare it. Raises ``RuntimeError("[PROTON] Could not load `librocprofiler-sdk.so`")``."""
+    loaded = rocm_lib.load_library(rocm_lib.ROCPROFILER_SDK_SONAME, lib=lib, environ=environ)
+    return api.SdkLib(loaded.lib, loaded.path, loaded.source)
+
+
+def configure_early(lib=None) -> None:
+    """Register the tool now (call before the first HIP call when the SDK predates late start)."""
+    runtime_for(load_rocprofiler(lib))
+
+
+class RocprofilerBackend:
+    """Kernel activity from rocprofiler-sdk, delivered as :data:`~.base.KERNEL_DTYPE` batches."""
+
+    name = "rocprofiler"
+    device_type = "HIP"
+
+    def __init__(self, lib=None, hip=None, environ=None, buffer_bytes: int = 64 << 20,
+                 flush_interval_s: float = 0.1, synchronize: Optional[Callable[[], object]] = None):
+        self._lib_arg, self._hip, self._environ = lib, hip, environ
+        self._buffer_bytes = buffer_bytes
+        self.flush_interval_s = flush_interval_s
+        self._synchronize = synchronize
+        self.sdk: Optional[api.SdkLib] = None
+        self.rt: Optional[SdkRuntime] = None
+        self.sink = None
+        self.mode, self.mode_options = "", {}
+        self.attribution = "timestamp"
+        self.invalid = 0
+        self.unmatched = 0
+        self._parse_dropped = 0
+        self._launches = rocm_parse.LaunchTable()
+        self._queues = rocm_parse.IdMap()
+        self._carry = np.zeros(0, dtype=KERNEL_DISPATCH)
+        self._flush_lock = threading.RLock()
+        self._timer: Optional[threading.Thread] = None
+        self._timer_stop = threading.Event()
+
+    # ------------------------------------------------------------------ protocol
+    @property
+    def dropped(self) -> int:
+        """Records rocprofiler-sdk dropped (buffer callback ``drop_count``) or we could not parse."""
+        return (self.rt.sdk_dropped if self.rt else 0) + self._parse_dropped
+
+    def configure(self) -> SdkRuntime:
+        """Load the library and register the tool (idempotent; once per process per library)."""
+        if self.rt is None:
+            self.sdk = load_rocprofiler(self._lib_arg, self._environ)
+            self.rt = runtime_for(self.sdk, buffer_bytes=self._buffer_bytes, environ=self._environ)
+        return self.rt
+
+    def start(self, sink, mode, python_context=None) -> None:
+        """Check the environment and mode, register the tool if needed, begin delivering to ``sink``."""
+        rocm_lib.check_amd_env(self._environ)
+        name, opts = rocm_lib.parse_mode(mode, "rocprofiler", MODES)
+        if name == "pcsampling":
+            raise rocm_lib.ModeNotImplemented(
+                f"[PROTON] {rocm_lib.PROFILER_NAMES['rocprofiler']}: unsupported mode: pcsampling "
+                "(PC sampling through rocprofiler-sdk is not implemented by proton_ctypes)")
+        rt = self.configure()
+        if not rt.initialized:
+            raise RuntimeError("[PROTON] rocprofiler-sdk has not initialised the proton_ctypes tool")
+        self.mode, self.mode_options = name, opts
+        override = rocm_lib.attribution_override(self._environ)
+        ext = override == "extcorr" or python_context is not None or \
+            (override != "timestamp" and not rt.calibration.agrees)
+        self.attribution = "extcorr" if ext else "timestamp"
+        rt.python_context = python_context
+        rt.activate(self.attribution)
+        rt.accepting = False                 # forget what ran between sessions
+        rt.flush_buffer()
+        rt.take()
+        self._launches = rocm_parse.LaunchTable()
+        self._carry = np.zeros(0, dtype=KERNEL_DISPATCH)
+        self.sink = sink
+        rt.accepting = True
+        if name == "periodic_flushing":
+            self._timer_stop.clear()
+            self._timer = threading.Thread(target=self._periodic, name="proton_ctypes-rocprof-flush", daemon=True)
+            self._timer.start()
+
+    def flush(self) -> None:
+        """Synchronise the device, flush the SDK buffer and deliver every record completed so far."""
+        self._flush(sync=True, final=False)
+
+    def stop(self) -> None:
+        """Stop the timer, flush everything (unmatched kernels included); the context keeps running."""
+        self._timer_stop.set()
+        if self._timer is not None and self._timer is not threading.current_thread():
+            self._timer.join()
+        self._timer = None
+        if self.rt is not None:
+            self._flush(sync=True, final=True)
+            self.rt.accepting = False
+            self.rt.python_context = None
+        self.sink = None
+
+    def shutdown(self) -> None:
+        """Stop every SDK context (process exit, tests). A later start() reuses the runtime."""
+        self.stop()
+        if self.rt is not None:
+            self.rt.shutdown()
+
+    def device_info(self, devices: Iterable[int]) -> dict:
+        """``{"HIP": {"0": {arch, bus_width, clock_rate, memory_clock_rate, num_sms}}}`` (``{}`` if none)."""
+        out = {}
+        by_dev = {a.get("device"): a for a in (self.rt.agents if self.rt else ()) if "device" in a}
+        for d in sorted(set(int(x) for x in devices)):
+            info = rocm_devices.hip_device_info(d, self._hip)
+            if info is None and d in by_dev:
+                info = rocm_devices.agent_device_info(by_dev[d])
+            out[str(d)] = info if info is not None else {}
+        return {"HIP": out} if out else {}
+
+    # ------------------------------------------------------------------ work
+    def _periodic(self) -> None:
+        while not self._timer_stop.wait(self.flush_interval_s):
+            try:
+                self._flush(sync=False, final=False)
+            except Exception:
+                pass
+
+    def _flush(self, sync: bool, final: bool) -> None:
+        rt = self.rt
+        if rt is None:
+            return
+        with self._flush_lock:
+            if sync:
+                (self._synchronize or (lambda: rocm_devices.device_synchronize(self._hip)))()
+            rt.flush_buffer()
+            items, log = rt.take()
+            batch = self._parse(items, log, final)
+            sink = self.sink
+        if sink is not None and len(batch):
+            sink(batch)
+
+    def _parse(self, items, log, final: bool) -> np.ndarray:
+        kd_parts, off = [self._carry], self.rt.calibration.offset_ns
+        if log:
+            a = np.array(log, dtype=np.int64).reshape(-1, 4)
+            self._launches.add(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+        for kind, offs, blob in items:
+            kd = kind == api.BUFFER_TRACING_KERNEL_DISPATCH
+            if kd.any():
+                kd_parts.append(rocm_parse.gather(blob, offs[kd], KERNEL_DISPATCH))
+            ha = kind == api.BUFFER_TRACING_HIP_RUNTIME_API
+            if ha.any():
+                self._add_api(blob, offs[ha], off)
+        kd = np.concatenate(kd_parts) if len(kd_parts) > 1 else kd_parts[0]
+        carried = np.arange(len(kd)) < len(self._carry)
+        self._launches.tick()
+        bad = kd["size"] < KERNEL_DISPATCH.itemsize
+        if bad.any():
+            self._parse_dropped += int(bad.sum())
+            kd, carried = kd[~bad], carried[~bad]
+        corr = kd["corr_internal"].astype(np.int64)
+        found, launch, _tid, py = self._launches.lookup(corr)
+        if not final:
+            wait = ~found & ~carried
+            self._carry = kd[wait]
+            keep = ~wait
+            kd, found, launch, py = kd[keep], found[keep], launch[keep], py[keep]
+        else:
+            self._carry = np.zeros(0, dtype=KERNEL_DISPATCH)
+        start = kd["start"].astype(np.int64) + off
+        end = kd["end"].astype(np.int64) + off
+        valid = kd["start"] < kd["end"]
+        self.invalid += int((~valid).sum())
+        self.unmatched += int((~found & valid).sum())
+        launch = np.where(found, launch, start)
+        batch = empty_batch(int(valid.sum()))
+        if len(batch) == 0:
+            return batch
+        v = valid
+        batch["tid"] = kd["thread_id"][v].astype(np.int64)
+        batch["launch_ns"], batch["start_ns"], batch["end_ns"] = launch[v], start[v], end[v]
+        batch["device"] = rocm_parse_device(self.rt, kd["agent_id"][v])
+        batch["stream"] = self._queues.lookup(kd["queue_id"][v], assign_new=True)
+        names = rocm_parse.IdMap(default=strings.intern(UNKNOWN_KERNEL))
+        names.table = self.rt.kernel_names
+        batch["name_id"] = names.lookup(kd["kernel_id"][v])
+        batch["corr"] = kd["corr_internal"][v]
+        batch["py_node"] = py[v]
+        return batch
+
+    def _add_api(self, blob, offs, off) -> None:
+        sizes = rocm_parse.gather(blob, offs, np.dtype([("size", "<u8")]))["size"]
+        for dt, sel in ((HIP_API_V0, sizes == HIP_API_V0.itemsize), (HIP_API_V1, sizes >= HIP_API_V1.itemsize)):
+            if sel.any():
+                rec = rocm_parse.gather(blob, offs[sel], dt)
+                self._launches.add(rec["corr_internal"].astype(np.int64), rec["start"].astype(np.int64) + off,
+                                   rec["thread_id"].astype(np.int64))
+        self._parse_dropped += int(((sizes != HIP_API_V0.itemsize) & (sizes < HIP_API_V1.itemsize)).sum())
+
+
+def rocm_parse_device(rt: SdkRuntime, agent_ids: np.ndarray) -> np.ndarray:
+    """Device index (HIP ordinal) of each agent handle; unknown agents are device 0, as in Proton."""
+    m = rocm_parse.IdMap(default=0)
+    m.table = rt.agent_device
+    return m.lookup(agent_ids)
