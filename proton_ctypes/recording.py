@@ -150,8 +150,8 @@ def set_state(ctx, name) -> None:
             v.note(v.context_node(name))
 
 
-def op_enter(ctx, name: str, sid: int):
-    """Enter a launch op named ``name``: the next kernel on this thread *is* this node.
+def op_prepare(ctx, name: str):
+    """Resolve the nodes of a launch op named ``name`` (see :func:`op_open`).
 
     Returns the metric targets, as :func:`enter` does.
     """
@@ -160,7 +160,6 @@ def op_enter(ctx, name: str, sid: int):
     for v in ctx.views:
         node = callpath.child(v.context_node(ctx.state), name)
         v.created.add(node)
-        v.note(-node - 1)
         targets.append((v, node))
     if G.py_active:
         node = callpath.child(python_node(2), name)
@@ -168,6 +167,13 @@ def op_enter(ctx, name: str, sid: int):
             s.current.created.add(node)
             targets.append((s, node))
     return targets
+
+
+def op_open(ctx, targets) -> None:
+    """Open the op: until :func:`op_exit`, a kernel launched on this thread *is* its node."""
+    for t, node in targets:
+        if isinstance(t, events.View):
+            t.note(-node - 1)
 
 
 def op_exit(ctx) -> None:

@@ -68,6 +68,7 @@ class BufferParser:
         for kind, size in self.sizes.items():
             step[kind] = size
         self._step = step
+        self._slot_step = step // 8
         self._step_list = step.tolist()
 
     # ------------------------------------------------------------------ public
@@ -85,13 +86,13 @@ class BufferParser:
             if n == 1 or bool((kinds == first).all()):
                 self.stats["single"] += 1
                 return {first: self._strided(buf, first, n, size)}
-        offsets = self._chain(buf, valid)
-        if offsets is not None:
+        slots = self._chain(buf, valid)
+        if slots is not None:
             self.stats["chain"] += 1
         else:
             self.stats["walk"] += 1
-            offsets = self._walk(buf, valid)
-        return self._gather(buf, valid, offsets)
+            slots = self._walk(buf, valid)
+        return self._gather(buf, valid, slots)
 
     # ------------------------------------------------------------------ strategies
     def _strided(self, buf, kind, n, size) -> dict:
@@ -99,12 +100,12 @@ class BufferParser:
         return {name: np.ndarray((n,), fmt, buf, off, (size,)).copy() for name, fmt, off in PARSED_FIELDS[kind]}
 
     def _chain(self, buf, valid):
-        """Record offsets found by the candidate-chain test, or None when no chain from 0 to ``valid`` exists.
+        """``{kind: slot indices}`` of the records found by the candidate chain, or None if it breaks.
 
-        Candidates come from the timestamps, not from a scan of every slot's kind: one pass
-        finds the 8-byte slots holding a plausible CUPTI timestamp; a kernel record starts
-        two slots before its ``start``, an API record one slot before its ``start``.
-        External-correlation records carry no timestamp and are found by their kind.
+        Candidates come from the timestamps, not from the kind of every slot: one pass finds
+        the 8-byte slots holding a plausible CUPTI timestamp; each run of such slots starts
+        at a record's ``start``, two slots after a kernel record's start and one after an
+        API record's.  External-correlation records carry no timestamp and are found by kind.
         """
         if valid % 8:
             return None
@@ -112,26 +113,37 @@ class BufferParser:
         quads = buf.view("<u8")
         words = buf.view("<u4")
         hits = np.flatnonzero((quads - np.uint64(self.ts_lo)) < np.uint64(self.ts_hi - self.ts_lo))
-        parts = []
-        for kind, ts_off in _TIMESTAMP_OFFSET.items():
-            slots = hits - ts_off // 8
-            slots = slots[slots >= 0]
-            parts.append(slots[words[2 * slots] == kind])
+        if hits.size == 0:
+            return None
+        first = hits[np.diff(hits, prepend=-2) != 1]          # the first timestamp of each record
+        first = first[np.searchsorted(first, 2):]
+        k_slots = first - 2
+        k_slots = k_slots[words[2 * k_slots] == L.KIND_CONCURRENT_KERNEL]
+        a_slots = first - 1
+        a_kinds = words[2 * a_slots]
+        is_api = (a_kinds == L.KIND_DRIVER) | (a_kinds == L.KIND_RUNTIME)
+        slot_parts = [k_slots, a_slots[is_api]]
+        kind_parts = [np.full(k_slots.size, L.KIND_CONCURRENT_KERNEL, np.int64), a_kinds[is_api].astype(np.int64)]
         if self.expect_extcorr:
-            parts.append(np.flatnonzero(words[0::2] == L.KIND_EXTERNAL_CORRELATION))
-        cand = np.sort(np.concatenate(parts))   # one (slot, kind) per timestamp hit: no duplicates
+            e_slots = np.flatnonzero(words[0::2] == L.KIND_EXTERNAL_CORRELATION)
+            slot_parts.append(e_slots)
+            kind_parts.append(np.full(e_slots.size, L.KIND_EXTERNAL_CORRELATION, np.int64))
+        cand = np.concatenate(slot_parts)
+        kinds = np.concatenate(kind_parts)
+        order = np.argsort(cand, kind="stable")
+        cand, kinds = cand[order], kinds[order]
         if cand.size == 0 or cand[0] != 0:
             return None
-        nxt = cand + self._step[words[2 * cand]] // 8
-        if nxt[-1] == n8 and np.array_equal(cand[1:], nxt[:-1]):
-            return cand * 8
-        path = _path_from_first(cand, nxt)
-        if path is None or nxt[path[-1]] != n8:
-            return None
-        return cand[path] * 8
+        nxt = cand + self._slot_step[kinds]
+        if not (nxt[-1] == n8 and np.array_equal(cand[1:], nxt[:-1])):
+            path = _path_from_first(cand, nxt)
+            if nxt[path[-1]] != n8:
+                return None
+            cand, kinds = cand[path], kinds[path]
+        return _by_kind(cand, kinds)
 
     def _walk(self, buf, valid):
-        """Record offsets by a Python walk (4 bytes read per record); stops at an unknown kind."""
+        """``{kind: slot indices}`` by a Python walk (4 bytes read per record); stops at an unknown kind."""
         words = memoryview(buf).cast("I")
         step = self._step_list
         offsets = []
@@ -145,29 +157,32 @@ class BufferParser:
                 break
             append(p)
             p += size
-        return np.asarray(offsets, np.int64)
+        slots = np.asarray(offsets, np.int64) >> 3
+        return _by_kind(slots, buf.view("<u4")[2 * slots] if slots.size else slots)
 
-    def _gather(self, buf, valid, offsets) -> dict:
-        """Gather the needed fields of every kind at ``offsets``: one fancy index per field."""
-        if offsets.size == 0:
-            return {}
+    def _gather(self, buf, valid, slots_by_kind: dict) -> dict:
+        """Gather the needed fields of each kind's records: one fancy index per field."""
         words = buf[: valid - valid % 4].view("<u4")
         quads = buf[: valid - valid % 8].view("<u8")
-        word_index = offsets >> 2
-        kinds = words[word_index]
         out = {}
-        for kind in self.sizes:
-            sel = kinds == kind
-            if not sel.any():
-                continue
-            w = word_index[sel]
-            q = w >> 1
+        for kind, q in slots_by_kind.items():
+            w = q * 2
             cols = {}
             for name, fmt, off in PARSED_FIELDS[kind]:
                 col = quads[q + off // 8] if fmt[-1] == "8" else words[w + off // 4]
                 cols[name] = col if col.dtype == np.dtype(fmt) else col.view(fmt)
             out[kind] = cols
         return out
+
+
+def _by_kind(slots: np.ndarray, kinds: np.ndarray) -> dict:
+    """Split record slots by kind (kinds we do not parse are left out)."""
+    out = {}
+    for kind in PARSED_FIELDS:
+        sel = kinds == kind
+        if sel.any():
+            out[kind] = slots[sel]
+    return out
 
 
 def _path_from_first(cand: np.ndarray, nxt: np.ndarray):

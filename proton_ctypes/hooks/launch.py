@@ -108,13 +108,14 @@ class LaunchHook(Hook):
             scalar, tensor = transform_tensor_metrics(fn_metrics)
         sid = recording.next_id()
         ctx = thread_ctx()
-        targets = recording.op_enter(ctx, kernel_name, sid)
+        targets = recording.op_prepare(ctx, kernel_name)
         with metadata_state(raw_name):
             if scalar:
                 recording.add_metrics(ctx, sid, targets, scalar)
             if tensor:
                 from ..tensor_metrics import add_tensor_metrics
                 add_tensor_metrics(ctx, sid, targets, tensor)
+        recording.op_open(ctx, targets)
         id.set(sid)
         op_name.set(kernel_name)
         in_hook.set(False)

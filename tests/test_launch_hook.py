@@ -1,0 +1,147 @@
+"""LaunchHook (hook="triton") semantics with a fake Triton launch (spec §5.3)."""
+import proton_ctypes as proton
+from conftest import find, read_tree
+from proton_ctypes.hooks import HookManager, LaunchHook
+
+
+class FakeLazyDict:
+    """What Triton passes to launch hooks: ``data`` (raw) and ``get()`` (evaluated)."""
+
+    def __init__(self, name, meta=None):
+        self.data = {"name": name}
+        self.meta = meta
+        self.evaluated = 0
+
+    def get(self):
+        self.evaluated += 1
+        out = {"name": self.data["name"]}
+        if self.meta:
+            out.update(self.meta(self.data["name"]))
+        return out
+
+
+def launch(mock, name, meta=None):
+    md = FakeLazyDict(name, meta)
+    HookManager.enter(md)
+    mock.launch(name)
+    HookManager.exit(md)
+    return md
+
+
+def meta_fn(name):
+    return {"name": f"{name}_n2048", "bytes": 16384, "flops32": 2048.0, "my_counter": 7, "label": "x",
+            "function": object(), "stream": 3, "none": None}
+
+
+def test_launch_hook_is_a_singleton_with_priority_100():
+    assert LaunchHook() is LaunchHook()
+    assert LaunchHook.priority == 100
+
+
+def test_metadata_name_names_the_kernel_node_and_numbers_become_metrics(mock):
+    LaunchHook().configure()
+    proton.start("hook", backend="mock", hook="triton")
+    with proton.scope("with_meta"):
+        launch(mock, "add_one", meta_fn)
+        launch(mock, "add_one")
+    proton.finalize()
+    root, _ = read_tree("hook.hatchet")
+    node = find(root, "with_meta", "add_one_n2048")
+    assert node["metrics"] == {"bytes": 16384, "count": 1, "device_id": "0", "device_type": "CUDA",
+                               "flops32": 2048.0, "my_counter": 7, "time (ns)": 1000}
+    assert find(root, "with_meta", "add_one")["metrics"]["count"] == 1
+    assert root["metrics"] == {"bytes": 0, "count": 0, "flops32": 0, "my_counter": 0, "time (ns)": 0}
+
+
+def test_exclude_on_compiled_name_skips_metadata_evaluation(mock):
+    LaunchHook().configure(exclude="add.*")
+    try:
+        proton.start("ex", backend="mock", hook="triton")
+        md = launch(mock, "add_one", meta_fn)
+        proton.finalize()
+    finally:
+        LaunchHook().configure()
+    assert md.evaluated == 0
+    root, _ = read_tree("ex.hatchet")
+    assert find(root, "add_one")["metrics"]["count"] == 1
+
+
+def test_include_is_anchored_at_the_start_only():
+    h = LaunchHook()
+    h.configure(include="add.*", exclude=".*_n4096")
+    try:
+        assert [h._matches_kernel_name(n) for n in ("add_one", "xadd", "add_one_n40960", None)] == \
+            [True, False, False, True]
+    finally:
+        h.configure()
+
+
+def test_launches_inside_launch_metadata_are_not_ops(mock):
+    LaunchHook().configure()
+    proton.start("nested", backend="mock", hook="triton")
+
+    def meta(name):
+        inner = FakeLazyDict("helper")
+        HookManager.enter(inner)
+        mock.launch("helper")
+        HookManager.exit(inner)
+        return {"name": "outer_op"}
+    launch(mock, "outer", meta)
+    proton.finalize()
+    root, _ = read_tree("nested.hatchet")
+    md = find(root, "__proton_launch_metadata:outer")
+    assert find(md, "helper")["metrics"]["count"] == 1
+    assert find(root, "outer_op")["metrics"]["count"] == 1
+
+
+def test_hook_stays_active_while_any_session_holds_it():
+    s = proton.start("a", backend="host", hook="triton")
+    t = proton.start("b", backend="host", hook="triton")
+    assert HookManager.active_hooks == [LaunchHook()]
+    proton.deactivate(s)
+    assert HookManager.active_hooks == [LaunchHook()]
+    proton.deactivate(t)
+    assert HookManager.active_hooks == []
+    proton.activate(s)
+    assert HookManager.active_hooks == [LaunchHook()]
+    proton.finalize()
+    assert HookManager.active_hooks == []
+
+
+def test_hooks_run_by_priority_and_exit_in_reverse():
+    calls = []
+
+    class H(proton.hooks.hook.Hook):
+        def __init__(self, tag, priority):
+            self.tag, self.priority = tag, priority
+
+        def init_handle(self, *a):
+            pass
+
+        def enter(self, md):
+            calls.append(("enter", self.tag))
+
+        def exit(self, md):
+            calls.append(("exit", self.tag))
+
+        def activate(self):
+            pass
+
+        def deactivate(self):
+            pass
+    s = proton.start("p", backend="host", hook=H("low", 1))
+    HookManager.register(H("high", 5), s)
+    HookManager.enter(None)
+    HookManager.exit(None)
+    assert calls == [("enter", "high"), ("enter", "low"), ("exit", "low"), ("exit", "high")]
+
+
+def test_unsupported_hook_string_raises_after_the_session_exists():
+    import pytest
+    with pytest.raises(ValueError, match="Unsupported hook: 'nope'"):
+        proton.start("uh", backend="host", hook="nope")
+    with proton.scope("recorded"):
+        pass
+    proton.finalize()
+    root, _ = read_tree("uh.hatchet")
+    assert find(root, "recorded")
