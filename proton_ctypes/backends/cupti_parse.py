@@ -112,14 +112,15 @@ class BufferParser:
         n8 = valid // 8
         quads = buf.view("<u8")
         words = buf.view("<u4")
-        hits = np.flatnonzero((quads - np.uint64(self.ts_lo)) < np.uint64(self.ts_hi - self.ts_lo))
-        if hits.size == 0:
+        high = words[1::2]                                        # high halves: enough for a window test
+        lo = np.uint32(self.ts_lo >> 32)
+        inside = (high - lo) <= np.uint32((self.ts_hi >> 32) - (self.ts_lo >> 32))
+        first = np.flatnonzero(inside[1:] & ~inside[:-1]) + 1    # the first timestamp of each record
+        if first.size == 0:
             return None
-        first = hits[np.diff(hits, prepend=-2) != 1]          # the first timestamp of each record
-        first = first[np.searchsorted(first, 2):]
-        k_slots = first - 2
+        k_slots = first[np.searchsorted(first, 2):] - 2
         k_slots = k_slots[words[2 * k_slots] == L.KIND_CONCURRENT_KERNEL]
-        a_slots = first - 1
+        a_slots = first[np.searchsorted(first, 1):] - 1
         a_kinds = words[2 * a_slots]
         is_api = (a_kinds == L.KIND_DRIVER) | (a_kinds == L.KIND_RUNTIME)
         slot_parts = [k_slots, a_slots[is_api]]

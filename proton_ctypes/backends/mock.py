@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from ..tree import strings
-from .base import empty_batch
+from .base import KERNEL_DTYPE
 
 #: the device block of one H200 as Proton writes it
 H200 = {"arch": "90", "bus_width": 6016, "clock_rate": 1980000, "memory_clock_rate": 3201000, "num_sms": 132}
@@ -63,12 +63,7 @@ class MockBackend:
             rows, self._rows = self._rows, []
         if not rows or self.sink is None:
             return
-        batch = empty_batch(len(rows))
-        cols = list(zip(*rows))
-        for field, col in zip(("tid", "launch_ns", "start_ns", "end_ns", "device", "stream", "name_id",
-                               "corr", "cap_tid", "cap_ns", "py_node"), cols):
-            batch[field] = np.asarray(col)
-        self.sink(batch)
+        self.sink(np.array(rows, dtype=KERNEL_DTYPE))
 
     def stop(self) -> None:
         """Flush what is left."""

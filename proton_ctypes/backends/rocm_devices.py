@@ -30,7 +30,9 @@ _ATTRS = (("clock_rate", "hipDeviceAttributeClockRate"),
 
 
 def hip_python(hip=None):
-    """The hip-python ``hip`` module (or ``hip`` if given), None when not installed."""
+    """The hip-python ``hip`` module (or ``hip`` if given; ``False`` disables it), None when absent."""
+    if hip is False:
+        return None
     if hip is not None:
         return hip
     try:

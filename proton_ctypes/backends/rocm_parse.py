@@ -13,6 +13,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
+from .base import empty_batch
 from .rocprof_layout import RECORD_HEADER
 
 #: largest payload span copied with one memmove, relative to the bytes the records need
@@ -197,3 +198,61 @@ class LaunchTable:
 def strip_kd(name: str) -> str:
     """Drop the ``.kd`` (kernel descriptor) suffix AMDGPU symbols carry, as Proton does."""
     return name[:-3] if name.endswith(".kd") and len(name) > 3 else name
+
+
+KCOLS = ("corr", "tid", "start", "end", "device", "stream", "name_id")
+
+
+def _no_rows() -> dict:
+    return {k: np.zeros(0, dtype=np.int64) for k in KCOLS}
+
+
+class KernelJoiner:
+    """Joins kernel rows to launch rows by correlation id and builds kernel batches.
+
+    Kernel rows (``KCOLS``, times already in ``time.time_ns()``) without a launch row
+    wait one parse round (their launch record may be in the next buffer); after that, or
+    at the final flush, they get ``launch_ns = start_ns`` (counted in ``unmatched``).
+    Rows with ``start >= end`` are skipped as Proton skips them (counted in ``invalid``).
+    """
+
+    def __init__(self, keep_rounds: int = 3):
+        self.keep_rounds = keep_rounds
+        self.reset()
+        self.invalid = 0
+        self.unmatched = 0
+
+    def reset(self) -> None:
+        """Forget pending launches and carried kernels (a new session starts)."""
+        self.launches = LaunchTable(self.keep_rounds)
+        self.carry = _no_rows()
+
+    def add_launches(self, corr, launch, tid, py=None) -> None:
+        """Launch-API facts (``launch`` in ``time.time_ns()``); earlier additions win on ties."""
+        self.launches.add(corr, launch, tid, py)
+
+    def join(self, rows: dict, final: bool = False) -> np.ndarray:
+        """A kernel batch (:data:`~.base.KERNEL_DTYPE`) of ``rows`` plus the carried ones."""
+        n_carry = len(self.carry["corr"])
+        cols = {k: np.concatenate([self.carry[k], np.asarray(rows[k]).astype(np.int64)]) for k in KCOLS}
+        carried = np.arange(len(cols["corr"])) < n_carry
+        self.launches.tick()
+        found, launch, _tid, py = self.launches.lookup(cols["corr"])
+        if final:
+            self.carry = _no_rows()
+        else:
+            wait = ~found & ~carried
+            self.carry = {k: v[wait] for k, v in cols.items()}
+            keep = ~wait
+            cols = {k: v[keep] for k, v in cols.items()}
+            found, launch, py = found[keep], launch[keep], py[keep]
+        valid = cols["start"] < cols["end"]
+        self.invalid += int((~valid).sum())
+        self.unmatched += int((~found & valid).sum())
+        launch = np.where(found, launch, cols["start"])
+        batch = empty_batch(int(valid.sum()))
+        for field, col in (("tid", cols["tid"]), ("launch_ns", launch), ("start_ns", cols["start"]),
+                           ("end_ns", cols["end"]), ("device", cols["device"]), ("stream", cols["stream"]),
+                           ("name_id", cols["name_id"]), ("corr", cols["corr"]), ("py_node", py)):
+            batch[field] = col[valid]
+        return batch

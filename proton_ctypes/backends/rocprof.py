@@ -12,9 +12,8 @@ kernel names). This module turns what the buffer callbacks queued into kernel ba
   thread is used instead, and the python-context node with it;
 * SDK timestamps (CLOCK_BOOTTIME) are moved to ``time.time_ns()`` by the calibrated offset.
 
-Kernels whose records have ``start >= end`` are skipped, as Proton does (counted in
-``invalid``). Kernels with no launch record after one extra round get
-``launch_ns = start_ns`` (counted in ``unmatched``).
+The join itself (one round of waiting for a late launch record, ``invalid`` and
+``unmatched`` counts) is :class:`~.rocm_parse.KernelJoiner`, shared with roctracer.
 """
 from __future__ import annotations
 
@@ -26,7 +25,6 @@ import numpy as np
 from ..tree import strings
 from . import rocm_devices, rocm_lib, rocm_parse
 from . import rocm_sdk_api as api
-from .base import empty_batch
 from .rocm_sdk_runtime import SdkRuntime, runtime_for
 from .rocprof_layout import HIP_API_V0, HIP_API_V1, KERNEL_DISPATCH
 
@@ -63,17 +61,24 @@ class RocprofilerBackend:
         self.sink = None
         self.mode, self.mode_options = "", {}
         self.attribution = "timestamp"
-        self.invalid = 0
-        self.unmatched = 0
         self._parse_dropped = 0
-        self._launches = rocm_parse.LaunchTable()
+        self._joiner = rocm_parse.KernelJoiner()
         self._queues = rocm_parse.IdMap()
-        self._carry = np.zeros(0, dtype=KERNEL_DISPATCH)
         self._flush_lock = threading.RLock()
         self._timer: Optional[threading.Thread] = None
         self._timer_stop = threading.Event()
 
     # ------------------------------------------------------------------ protocol
+    @property
+    def invalid(self) -> int:
+        """Kernel records skipped because ``start >= end`` (Proton skips them too)."""
+        return self._joiner.invalid
+
+    @property
+    def unmatched(self) -> int:
+        """Kernels delivered without a launch-API record (``launch_ns = start_ns``)."""
+        return self._joiner.unmatched
+
     @property
     def dropped(self) -> int:
         """Records rocprofiler-sdk dropped (buffer callback ``drop_count``) or we could not parse."""
@@ -107,8 +112,7 @@ class RocprofilerBackend:
         rt.accepting = False                 # forget what ran between sessions
         rt.flush_buffer()
         rt.take()
-        self._launches = rocm_parse.LaunchTable()
-        self._carry = np.zeros(0, dtype=KERNEL_DISPATCH)
+        self._joiner.reset()
         self.sink = sink
         rt.accepting = True
         if name == "periodic_flushing":
@@ -172,66 +176,38 @@ class RocprofilerBackend:
             sink(batch)
 
     def _parse(self, items, log, final: bool) -> np.ndarray:
-        kd_parts, off = [self._carry], self.rt.calibration.offset_ns
-        if log:
+        off, rt = self.rt.calibration.offset_ns, self.rt
+        if log:  # external-correlation stamps first: they win over the API records
             a = np.array(log, dtype=np.int64).reshape(-1, 4)
-            self._launches.add(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+            self._joiner.add_launches(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+        parts = []
         for kind, offs, blob in items:
-            kd = kind == api.BUFFER_TRACING_KERNEL_DISPATCH
-            if kd.any():
-                kd_parts.append(rocm_parse.gather(blob, offs[kd], KERNEL_DISPATCH))
             ha = kind == api.BUFFER_TRACING_HIP_RUNTIME_API
             if ha.any():
                 self._add_api(blob, offs[ha], off)
-        kd = np.concatenate(kd_parts) if len(kd_parts) > 1 else kd_parts[0]
-        carried = np.arange(len(kd)) < len(self._carry)
-        self._launches.tick()
+            kd = kind == api.BUFFER_TRACING_KERNEL_DISPATCH
+            if kd.any():
+                parts.append(rocm_parse.gather(blob, offs[kd], KERNEL_DISPATCH))
+        kd = np.concatenate(parts) if parts else np.zeros(0, dtype=KERNEL_DISPATCH)
         bad = kd["size"] < KERNEL_DISPATCH.itemsize
         if bad.any():
             self._parse_dropped += int(bad.sum())
-            kd, carried = kd[~bad], carried[~bad]
-        corr = kd["corr_internal"].astype(np.int64)
-        found, launch, _tid, py = self._launches.lookup(corr)
-        if not final:
-            wait = ~found & ~carried
-            self._carry = kd[wait]
-            keep = ~wait
-            kd, found, launch, py = kd[keep], found[keep], launch[keep], py[keep]
-        else:
-            self._carry = np.zeros(0, dtype=KERNEL_DISPATCH)
-        start = kd["start"].astype(np.int64) + off
-        end = kd["end"].astype(np.int64) + off
-        valid = kd["start"] < kd["end"]
-        self.invalid += int((~valid).sum())
-        self.unmatched += int((~found & valid).sum())
-        launch = np.where(found, launch, start)
-        batch = empty_batch(int(valid.sum()))
-        if len(batch) == 0:
-            return batch
-        v = valid
-        batch["tid"] = kd["thread_id"][v].astype(np.int64)
-        batch["launch_ns"], batch["start_ns"], batch["end_ns"] = launch[v], start[v], end[v]
-        batch["device"] = rocm_parse_device(self.rt, kd["agent_id"][v])
-        batch["stream"] = self._queues.lookup(kd["queue_id"][v], assign_new=True)
+            kd = kd[~bad]
         names = rocm_parse.IdMap(default=strings.intern(UNKNOWN_KERNEL))
-        names.table = self.rt.kernel_names
-        batch["name_id"] = names.lookup(kd["kernel_id"][v])
-        batch["corr"] = kd["corr_internal"][v]
-        batch["py_node"] = py[v]
-        return batch
+        names.table = rt.kernel_names
+        devices = rocm_parse.IdMap(default=0)   # unknown agents are device 0, as in Proton
+        devices.table = rt.agent_device
+        rows = {"corr": kd["corr_internal"].astype(np.int64), "tid": kd["thread_id"].astype(np.int64),
+                "start": kd["start"].astype(np.int64) + off, "end": kd["end"].astype(np.int64) + off,
+                "device": devices.lookup(kd["agent_id"]), "stream": self._queues.lookup(kd["queue_id"], True),
+                "name_id": names.lookup(kd["kernel_id"])}
+        return self._joiner.join(rows, final)
 
     def _add_api(self, blob, offs, off) -> None:
         sizes = rocm_parse.gather(blob, offs, np.dtype([("size", "<u8")]))["size"]
         for dt, sel in ((HIP_API_V0, sizes == HIP_API_V0.itemsize), (HIP_API_V1, sizes >= HIP_API_V1.itemsize)):
             if sel.any():
                 rec = rocm_parse.gather(blob, offs[sel], dt)
-                self._launches.add(rec["corr_internal"].astype(np.int64), rec["start"].astype(np.int64) + off,
-                                   rec["thread_id"].astype(np.int64))
+                self._joiner.add_launches(rec["corr_internal"].astype(np.int64),
+                                          rec["start"].astype(np.int64) + off, rec["thread_id"].astype(np.int64))
         self._parse_dropped += int(((sizes != HIP_API_V0.itemsize) & (sizes < HIP_API_V1.itemsize)).sum())
-
-
-def rocm_parse_device(rt: SdkRuntime, agent_ids: np.ndarray) -> np.ndarray:
-    """Device index (HIP ordinal) of each agent handle; unknown agents are device 0, as in Proton."""
-    m = rocm_parse.IdMap(default=0)
-    m.table = rt.agent_device
-    return m.lookup(agent_ids)

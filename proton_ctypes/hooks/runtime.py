@@ -38,6 +38,8 @@ def install(manager) -> None:
 
 def uninstall(manager) -> None:
     """Remove the dispatchers again."""
+    if not _installed:
+        return
     rt = _runtime_knobs()
     if rt is None:
         return

@@ -88,11 +88,14 @@ def _graft(codes, cap_codes, has_cap):
 
 def kernel_nodes(codes, name_ids):
     """Kernel node of each row: a child named after the kernel, or the op node itself."""
-    keys = np.stack([codes, name_ids.astype(np.int64)])
-    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
-    nodes = np.empty(uniq.shape[1], dtype=np.int64)
-    for j in range(uniq.shape[1]):
-        code, nid = int(uniq[0, j]), int(uniq[1, j])
+    nids = name_ids.astype(np.int64)
+    base = int(nids.max()) + 1 if len(nids) else 1
+    lo = int(codes.min()) if len(codes) else 0
+    keys = (codes - lo) * base + nids
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    nodes = np.empty(len(uniq), dtype=np.int64)
+    for j, i in enumerate(first.tolist()):
+        code, nid = int(codes[i]), int(nids[i])
         nodes[j] = -code - 1 if code < 0 else callpath.child(code, strings.name_of(nid))
     return nodes[inv.reshape(-1)]
 
@@ -132,19 +135,20 @@ def ingest(session, views_by_tid, batch) -> None:
 
 def _add_tree(session, rows, knodes, phase):
     dur = (rows["end_ns"] - rows["start_ns"]).astype(np.int64)
-    keys = np.stack([phase.astype(np.int64), knodes])
-    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    span = int(knodes.max()) + 1
+    keys = phase.astype(np.int64) * span + knodes
+    uniq, inv = np.unique(keys, return_inverse=True)
     inv = inv.reshape(-1)
-    counts = np.bincount(inv, minlength=uniq.shape[1])
-    times = np.bincount(inv, weights=dur, minlength=uniq.shape[1])
-    last = np.zeros(uniq.shape[1], dtype=np.int64)
+    counts = np.bincount(inv, minlength=len(uniq))
+    times = np.bincount(inv, weights=dur, minlength=len(uniq))
+    last = np.zeros(len(uniq), dtype=np.int64)
     last[inv] = np.arange(len(inv))
     devices = rows["device"]
-    for j in range(uniq.shape[1]):
-        pd = session.phases.get(int(uniq[0, j]))
+    for j, key in enumerate(uniq.tolist()):
+        pd = session.phases.get(key // span)
         if pd is None:
             continue
-        node = int(uniq[1, j])
+        node = key % span
         pd.kcount[node] = pd.kcount.get(node, 0) + int(counts[j])
         pd.ktime[node] = pd.ktime.get(node, 0) + int(round(times[j]))
         dev = int(devices[last[j]])

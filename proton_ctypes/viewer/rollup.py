@@ -59,20 +59,24 @@ def _sum_int(values, children, inner_rows):
     return np.array(data, dtype=np.int64)
 
 
-def _sum_object(name, values, children, inner_rows):
+def _is_missing(value):
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _sum_object(values, children, inner_rows):
+    """pandas' sum of an object column: missing values become 0, then a left-to-right Python ``+``."""
     data = list(values)
     for row in inner_rows:
         terms = [data[row]] + [data[k] for k in children[row]]
-        total, seen = 0, False
-        for v in terms:
-            if isinstance(v, float) and v != v:
-                continue
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise TypeError(f"metric {name!r} holds non-numeric values ({type(v).__name__}); "
-                                "it cannot be summed over the tree")
-            total += v
-            seen = True
-        data[row] = total if seen else np.nan
+        missing = [_is_missing(v) for v in terms]
+        if all(missing):
+            data[row] = np.nan
+            continue
+        filled = [0 if m else v for v, m in zip(terms, missing)]
+        total = filled[0]
+        for v in filled[1:]:
+            total = total + v
+        data[row] = total
     out = np.empty(len(data), dtype=object)
     out[:] = data
     return out
@@ -88,7 +92,7 @@ def subtree_sum(profile, metric):
         return _sum_int(values, profile.children, inner_rows)
     if is_numeric(values):
         return _sum_float(values.astype(np.float64), profile.children, inner_rows)
-    return _sum_object(metric, values, profile.children, inner_rows)
+    return _sum_object(values, profile.children, inner_rows)
 
 
 def update_inclusive_columns(profile):
