@@ -35,7 +35,26 @@ def _sink_for(backend):
                 if s.backend is backend:
                     with s.lock:
                         attribute.ingest(s, G.views_by_tid, batch)
+                        if s.mode.startswith("periodic_flushing"):
+                            periodic_flush(s)
     return sink
+
+
+def periodic_flush(s: Session) -> list:
+    """``periodic_flushing`` mode: write every closed phase to its part file and drop it."""
+    paths = []
+    fmt = select.periodic_format(s.backend_name, s.mode)
+    if FORMATS[fmt] != s.data:
+        raise ValueError("[PROTON] Output format not supported")
+    _merge_views(s)
+    for p in sorted(s.phases):
+        if p >= s.phase:
+            continue
+        path = f"{s.name}.part_{p}.{fmt}"
+        write_atomic(path, render(s, p, fmt))
+        del s.phases[p]
+        paths.append(path)
+    return paths
 
 
 def _python_context():
@@ -108,6 +127,8 @@ def flush(s: Session) -> None:
     for p, pd in s.phases.items():
         if p < s.phase:
             pd.complete = True
+    if s.mode.startswith("periodic_flushing"):
+        periodic_flush(s)
 
 
 def device_block(s: Session, pd) -> dict:

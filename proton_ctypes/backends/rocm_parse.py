@@ -210,7 +210,8 @@ def _no_rows() -> dict:
 class KernelJoiner:
     """Joins kernel rows to launch rows by correlation id and builds kernel batches.
 
-    Kernel rows (``KCOLS``, times already in ``time.time_ns()``) without a launch row
+    Kernel rows (``KCOLS``, times already in ``time.time_ns()``; ``tid`` -1 when the
+    kernel record has none: the launch row's thread is used) without a launch row
     wait one parse round (their launch record may be in the next buffer); after that, or
     at the final flush, they get ``launch_ns = start_ns`` (counted in ``unmatched``).
     Rows with ``start >= end`` are skipped as Proton skips them (counted in ``invalid``).
@@ -237,7 +238,7 @@ class KernelJoiner:
         cols = {k: np.concatenate([self.carry[k], np.asarray(rows[k]).astype(np.int64)]) for k in KCOLS}
         carried = np.arange(len(cols["corr"])) < n_carry
         self.launches.tick()
-        found, launch, _tid, py = self.launches.lookup(cols["corr"])
+        found, launch, ltid, py = self.launches.lookup(cols["corr"])
         if final:
             self.carry = _no_rows()
         else:
@@ -245,13 +246,14 @@ class KernelJoiner:
             self.carry = {k: v[wait] for k, v in cols.items()}
             keep = ~wait
             cols = {k: v[keep] for k, v in cols.items()}
-            found, launch, py = found[keep], launch[keep], py[keep]
+            found, launch, ltid, py = found[keep], launch[keep], ltid[keep], py[keep]
         valid = cols["start"] < cols["end"]
         self.invalid += int((~valid).sum())
         self.unmatched += int((~found & valid).sum())
         launch = np.where(found, launch, cols["start"])
+        tid = np.where(cols["tid"] >= 0, cols["tid"], ltid)
         batch = empty_batch(int(valid.sum()))
-        for field, col in (("tid", cols["tid"]), ("launch_ns", launch), ("start_ns", cols["start"]),
+        for field, col in (("tid", tid), ("launch_ns", launch), ("start_ns", cols["start"]),
                            ("end_ns", cols["end"]), ("device", cols["device"]), ("stream", cols["stream"]),
                            ("name_id", cols["name_id"]), ("corr", cols["corr"]), ("py_node", py)):
             batch[field] = col[valid]

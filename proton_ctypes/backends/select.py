@@ -97,6 +97,24 @@ def validate_mode(backend: str, mode: str) -> None:
     """Raise Proton's ``ValueError`` for a mode the backend does not know."""
     if not mode or backend == "instrumentation":
         return
-    base = mode.split(":", 1)[0]
+    parts = mode.split(":")
+    base = parts[0]
+    prof = PROFILER_NAMES.get(backend, backend)
     if base not in MODES.get(backend, ()):
-        raise ValueError(f"[PROTON] {PROFILER_NAMES.get(backend, backend)}: unsupported mode: {mode}")
+        raise ValueError(f"[PROTON] {prof}: unsupported mode: {mode}")
+    if base == "periodic_flushing":
+        periodic_format(backend, mode)
+
+
+def periodic_format(backend: str, mode: str) -> str:
+    """The output format of a ``periodic_flushing[:format=F]`` mode (Proton's errors)."""
+    parts = mode.split(":")
+    prof = PROFILER_NAMES.get(backend, backend)
+    if len(parts) < 2 or "=" not in parts[1]:
+        return "hatchet"
+    key, value = parts[1].split("=", 1)
+    if key != "format":
+        raise ValueError(f"[PROTON] {prof}: unsupported option key: {key}")
+    if value not in ("hatchet_msgpack", "chrome_trace", "hatchet"):
+        raise ValueError(f"[PROTON] {prof}: unsupported format: {value}")
+    return value

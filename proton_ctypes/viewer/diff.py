@@ -140,16 +140,17 @@ def diff_lines(tree, n_columns, depth, fmt, new_label, base_label):
     """Yield the text output of a diff (see the module docstring)."""
     cols = ", ".join(tree.columns[:n_columns])
     yield f"diff: new={new_label} base={base_label}; per metric: base new \u0394 \u0394% ({cols})\n"
-    cells = []
-    for row in range(len(tree)):
+
+    def cell(row):
         parts = []
         for k in range(n_columns):
             parts += [fmt_value(tree.base[k][row]), fmt_value(tree.new[k][row]),
                       fmt_delta(tree.delta[k][row]), fmt_pct(tree.delta_pct[k][row])]
-        cells.append(" ".join(parts))
+        return " ".join(parts)
+
     suffixes = ["" if s == "both" else f" [{s}]" for s in tree.status]
     names = format_names(tree, fmt)
-    yield from tree_lines(tree, cells, names, depth, suffixes)
+    yield from tree_lines(tree, cell, names, depth, suffixes)
     yield "\n"
 
 

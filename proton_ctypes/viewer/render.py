@@ -42,8 +42,11 @@ def sorted_children(profile):
     return [sorted(kids) if len(kids) > 1 else kids for kids in profile.children]
 
 
-def tree_lines(profile, cells, names, depth, suffixes=None):
-    """Yield the tree lines; ``cells[row]`` is the text before the name, ``suffixes[row]`` after it."""
+def tree_lines(profile, cell, names, depth, suffixes=None):
+    """Yield the tree lines; ``cell(row)`` gives the text before the name, ``suffixes[row]`` after it.
+
+    ``cell`` is only called for the rows that are printed (hatchet formats nothing below ``depth``).
+    """
     kids = sorted_children(profile)
     roots = [row for row in range(len(profile)) if profile.parent[row] < 0]
     stack = [(row, "", "") for row in reversed(roots)]
@@ -52,7 +55,7 @@ def tree_lines(profile, cells, names, depth, suffixes=None):
         if profile.depth[row] >= depth:
             continue
         tail = suffixes[row] if suffixes else ""
-        yield f"{indent}{cells[row]} {names[row]}{tail}\n"
+        yield f"{indent}{cell(row)} {names[row]}{tail}\n"
         children = kids[row]
         for i in range(len(children) - 1, -1, -1):
             if i == len(children) - 1:
@@ -62,20 +65,21 @@ def tree_lines(profile, cells, names, depth, suffixes=None):
 
 
 def metric_cells(profile, columns):
-    """Format the values of ``columns`` per row as hatchet does (``%.3f``, space separated)."""
+    """Return ``cell(row)``: the values of ``columns`` at ``row`` as hatchet prints them (``%.3f``)."""
     primary = profile.column(columns[0])
     np.isfinite(primary)  # hatchet computes the colour range first: non-numeric columns fail here
     lists = [profile.column(c).tolist() for c in columns]
     if len(lists) == 1:
-        return ["{:.3f}".format(v) for v in lists[0]]
-    return [" ".join("{:.3f}".format(v) for v in values) for values in zip(*lists)]
+        values = lists[0]
+        return lambda row: "{:.3f}".format(values[row])
+    return lambda row: " ".join("{:.3f}".format(values[row]) for values in lists)
 
 
 def render_tree(profile, columns, depth=100, names=None):
     """Return the printed tree (without the final newline ``print`` adds)."""
-    cells = metric_cells(profile, columns)
+    cell = metric_cells(profile, columns)
     names = names if names is not None else profile.names
-    return "".join(tree_lines(profile, cells, names, depth))
+    return "".join(tree_lines(profile, cell, names, depth))
 
 
 def descending_order(values):

@@ -1,0 +1,256 @@
+"""The roctracer backend (``backend="roctracer"``, ``device_type`` ``"HIP"``): the fallback
+when rocprofiler-sdk is absent (ROCm < 6.2), same interface.
+
+Per session (as Proton's RoctracerProfiler does): open the default activity pool with a
+ctypes buffer callback, enable activity for the HIP_OPS domain (kernel records,
+``roctracer_record_t`` with begin/end, device, queue, kernel name) and for the HIP API
+launch operations only (``roctracer_enable_op_activity``; records with thread id and
+begin time), ``roctracer_start``; at stop, the reverse and ``roctracer_close_pool``.
+The buffer callback runs on roctracer's thread and only copies ``[begin, end)`` out and
+enqueues it. Kernels are joined to their launch records by correlation id, timestamps
+moved to ``time.time_ns()`` with the ``roctracer_get_timestamp`` calibration, device ids
+made HIP indices by subtracting the smallest HSA GPU node id (Proton's mapping).
+
+Fallback when the roctracer clock matches no Python clock, when
+``PROTON_CTYPES_ATTRIBUTION=extcorr``, or for ``context="python"``: an API callback on the
+launch operations stamps ``time.time_ns()`` (and the python-context node) at ENTER on the
+launching thread -- a Python call per launch, used only then.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from typing import Callable, Iterable, Optional
+
+import numpy as np
+
+from ..tree import strings
+from . import rocm_devices, rocm_hsa, rocm_lib, rocm_parse
+from . import rocm_tracer_api as rt_api
+from .rocprof_layout import (HIP_API_DATA_CORRELATION, HIP_API_DATA_PHASE, ROCTRACER_DOMAIN_HIP_API,
+                             ROCTRACER_DOMAIN_HIP_OPS, ROCTRACER_KIND_KERNEL, ROCTRACER_KIND_TASK, ROCTRACER_RECORD)
+
+MODES = ("periodic_flushing",)
+UNKNOWN_KERNEL = "<unknown>"
+
+
+def load_roctracer(lib=None, environ=None) -> rt_api.TracerLib:
+    """Load libroctracer64 (knobs, mapped copy, ROCm install; or the object ``lib``) and
+    declare it. Raises ``RuntimeError("[PROTON] Could not load `libroctracer64.so`")``."""
+    loaded = rocm_lib.load_library(rocm_lib.ROCTRACER_SONAME, lib=lib, environ=environ)
+    return rt_api.TracerLib(loaded.lib, loaded.path, loaded.source)
+
+
+class RoctracerBackend:
+    """Kernel activity from roctracer, delivered as :data:`~.base.KERNEL_DTYPE` batches."""
+
+    name = "roctracer"
+    device_type = "HIP"
+
+    def __init__(self, lib=None, hsa=None, hip=None, environ=None, buffer_bytes: Optional[int] = None,
+                 flush_interval_s: float = 0.1, synchronize: Optional[Callable[[], object]] = None):
+        self._lib_arg, self._hsa_arg, self._hip, self._environ = lib, hsa, hip, environ
+        env = os.environ if environ is None else environ
+        self._buffer_bytes = buffer_bytes or int(env.get("TRITON_PROFILE_BUFFER_SIZE", 64 << 20))
+        self.flush_interval_s = flush_interval_s
+        self._synchronize = synchronize
+        self.tracer: Optional[rt_api.TracerLib] = None
+        self.calibration = None
+        self.sink = None
+        self.mode, self.mode_options = "", {}
+        self.attribution = "timestamp"
+        self.ops = {}
+        self.device_offset = None
+        self.running = False
+        self.tracer_dropped = 0
+        self._parse_dropped = 0
+        self._accepting = False
+        self._python_context = None
+        self._pending, self._api_log = [], []
+        self._lock = threading.Lock()
+        self._flush_lock = threading.RLock()
+        self._joiner = rocm_parse.KernelJoiner()
+        self._queues = rocm_parse.IdMap()
+        self._names = {}
+        self._timer: Optional[threading.Thread] = None
+        self._timer_stop = threading.Event()
+        self._cb_buffer = rt_api.BUFFER_CALLBACK(self._on_buffer)
+        self._cb_api = rt_api.API_CALLBACK(self._on_api)
+        self._properties = None
+
+    # ------------------------------------------------------------------ protocol
+    @property
+    def dropped(self) -> int:
+        """Records we could not parse (a buffer whose length is not a whole number of records)."""
+        return self.tracer_dropped + self._parse_dropped
+
+    @property
+    def invalid(self) -> int:
+        """Kernel records skipped because ``begin_ns >= end_ns`` (Proton skips them too)."""
+        return self._joiner.invalid
+
+    @property
+    def unmatched(self) -> int:
+        """Kernels delivered without a launch-API record (``launch_ns = start_ns``)."""
+        return self._joiner.unmatched
+
+    def start(self, sink, mode, python_context=None) -> None:
+        """Check environment and mode, load roctracer, open the pool and start tracing."""
+        rocm_lib.check_amd_env(self._environ)
+        name, opts = rocm_lib.parse_mode(mode, "roctracer", MODES)
+        if self.tracer is None:
+            self.tracer = load_roctracer(self._lib_arg, self._environ)
+        tr = self.tracer
+        self.mode, self.mode_options = name, opts
+        if self.calibration is None:
+            self.calibration = rocm_lib.calibrate(tr.timestamp)
+        if self.device_offset is None:
+            self.device_offset = self._hsa_offset()
+        self.ops = {n: op for n in rt_api.HIP_LAUNCH_OPERATIONS
+                    if (op := tr.op_code(rt_api.ACTIVITY_DOMAIN_HIP_API, n)) is not None}
+        override = rocm_lib.attribution_override(self._environ)
+        ext = override == "extcorr" or python_context is not None or \
+            (override != "timestamp" and not self.calibration.agrees)
+        self.attribution = "extcorr" if ext else "timestamp"
+        self._python_context = python_context
+        self._joiner.reset()
+        self._pending, self._api_log = [], []
+        self._properties = rt_api.Properties(0, self._buffer_bytes, rt_api.ALLOCATOR(), None, self._cb_buffer, None)
+        tr.call("roctracer_open_pool", ctypes.byref(self._properties))
+        for op in self.ops.values():
+            tr.call("roctracer_enable_op_activity", rt_api.ACTIVITY_DOMAIN_HIP_API, op)
+            if ext:
+                tr.call("roctracer_enable_op_callback", rt_api.ACTIVITY_DOMAIN_HIP_API, op, self._cb_api, None)
+        tr.call("roctracer_enable_domain_activity", rt_api.ACTIVITY_DOMAIN_HIP_OPS)
+        self.sink = sink
+        self._accepting = True
+        tr.raw("roctracer_start")
+        self.running = True
+        if name == "periodic_flushing":
+            self._timer_stop.clear()
+            self._timer = threading.Thread(target=self._periodic, name="proton_ctypes-roctracer-flush", daemon=True)
+            self._timer.start()
+
+    def flush(self) -> None:
+        """Synchronise the device, ``roctracer_flush_activity`` and deliver what completed."""
+        self._flush(sync=True, final=False)
+
+    def stop(self) -> None:
+        """Flush everything, stop tracing, disable the domains and close the pool."""
+        self._timer_stop.set()
+        if self._timer is not None and self._timer is not threading.current_thread():
+            self._timer.join()
+        self._timer = None
+        if not self.running:
+            return
+        self._flush(sync=True, final=True)
+        tr = self.tracer
+        tr.raw("roctracer_stop")
+        self._accepting = False
+        if self.attribution == "extcorr":
+            for op in self.ops.values():
+                tr.call("roctracer_disable_op_callback", rt_api.ACTIVITY_DOMAIN_HIP_API, op)
+        tr.call("roctracer_disable_domain_activity", rt_api.ACTIVITY_DOMAIN_HIP_OPS)
+        for op in self.ops.values():
+            tr.call("roctracer_disable_op_activity", rt_api.ACTIVITY_DOMAIN_HIP_API, op)
+        tr.call("roctracer_close_pool")
+        self.running = False
+        self.sink = None
+        self._python_context = None
+
+    def device_info(self, devices: Iterable[int]) -> dict:
+        """``{"HIP": {"0": {...}}}`` through hip-python (``{}`` entries when it is absent)."""
+        out = {str(d): rocm_devices.hip_device_info(d, self._hip) or {} for d in sorted(set(int(x) for x in devices))}
+        return {"HIP": out} if out else {}
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_buffer(self, begin, end, arg):
+        try:
+            if not self._accepting or not begin or not end or end <= begin:
+                return
+            blob = ctypes.string_at(begin, end - begin)
+            with self._lock:
+                self._pending.append(blob)
+        except BaseException:
+            self.tracer_dropped += 1
+
+    def _on_api(self, domain, cid, data, arg):
+        try:
+            if not data or ctypes.c_uint32.from_address(data + HIP_API_DATA_PHASE).value != \
+                    rt_api.ACTIVITY_API_PHASE_ENTER:
+                return
+            t = time.time_ns()
+            corr = ctypes.c_uint64.from_address(data + HIP_API_DATA_CORRELATION).value
+            py = self._python_context() if self._python_context is not None else -1
+            self._api_log.append((int(corr), t, threading.get_native_id(), int(py)))
+        except BaseException:
+            pass
+
+    # ------------------------------------------------------------------ work
+    def _hsa_offset(self) -> int:
+        try:
+            return rocm_hsa.min_gpu_node_id(rocm_hsa.load_hsa(self._hsa_arg, self._environ))
+        except Exception:
+            return 0
+
+    def _periodic(self) -> None:
+        while not self._timer_stop.wait(self.flush_interval_s):
+            try:
+                self._flush(sync=False, final=False)
+            except Exception:
+                pass
+
+    def _flush(self, sync: bool, final: bool) -> None:
+        if not self.running:
+            return
+        with self._flush_lock:
+            if sync:
+                (self._synchronize or (lambda: rocm_devices.device_synchronize(self._hip)))()
+            self.tracer.call("roctracer_flush_activity")
+            with self._lock:
+                blobs, self._pending = self._pending, []
+            log, self._api_log = self._api_log, []
+            batch = self._parse(blobs, log, final)
+            sink = self.sink
+        if sink is not None and len(batch):
+            sink(batch)
+
+    def _parse(self, blobs, log, final: bool) -> np.ndarray:
+        size = ROCTRACER_RECORD.itemsize
+        whole = []
+        for b in blobs:
+            if len(b) % size:
+                self._parse_dropped += 1
+            whole.append(b[:len(b) - len(b) % size])
+        rec = np.frombuffer(b"".join(whole), dtype=ROCTRACER_RECORD)
+        off = self.calibration.offset_ns
+        if log:  # Python-clock stamps first: they win over the API records
+            a = np.array(log, dtype=np.int64).reshape(-1, 4)
+            self._joiner.add_launches(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+        api = rec[rec["domain"] == ROCTRACER_DOMAIN_HIP_API]
+        if len(api):
+            self._joiner.add_launches(api["correlation_id"].astype(np.int64), api["begin_ns"].astype(np.int64) + off,
+                                      api["thread_id"].astype(np.int64))
+        k = rec[(rec["domain"] == ROCTRACER_DOMAIN_HIP_OPS) &
+                np.isin(rec["kind"], (ROCTRACER_KIND_KERNEL, ROCTRACER_KIND_TASK))]
+        rows = {"corr": k["correlation_id"].astype(np.int64), "tid": np.full(len(k), -1, dtype=np.int64),
+                "start": k["begin_ns"].astype(np.int64) + off, "end": k["end_ns"].astype(np.int64) + off,
+                "device": np.maximum(k["device_id"].astype(np.int64) - (self.device_offset or 0), 0),
+                "stream": self._queues.lookup(k["queue_id"], True), "name_id": self._name_ids(k["kernel_name"])}
+        return self._joiner.join(rows, final)  # tid -1: taken from the launch record
+
+    def _name_ids(self, ptrs: np.ndarray) -> np.ndarray:
+        """Kernel name ids from the records' ``kernel_name`` pointers (resolved once per pointer)."""
+        if len(ptrs) == 0:
+            return np.zeros(0, dtype=np.int64)
+        uniq, inv = np.unique(ptrs, return_inverse=True)
+        ids = np.empty(len(uniq), dtype=np.int64)
+        for i, p in enumerate(uniq.tolist()):
+            nid = self._names.get(p)
+            if nid is None:
+                name = ctypes.string_at(p).decode(errors="replace") if p else UNKNOWN_KERNEL
+                nid = self._names[p] = strings.intern(name or UNKNOWN_KERNEL)
+            ids[i] = nid
+        return ids[inv.reshape(-1)]
