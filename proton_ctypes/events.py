@@ -52,13 +52,15 @@ G = _Global()
 class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
 
-    __slots__ = ("sessions", "phases", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
+    __slots__ = ("sessions", "phases", "flexes", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
                  "logging", "trace", "ctx")
 
     def __init__(self, ctx, sessions, ids, top, t0):
         self.ctx = ctx
         self.sessions = sessions
         self.phases = tuple(s.current for s in sessions)
+        #: the user-metric dicts of those phases (views hold only active sessions)
+        self.flexes = tuple(p.flex for p in self.phases)
         #: scope ids of the open scopes, innermost last; their nodes are ``top`` and its
         #: ancestors (each open scope's node is the parent of the next one's)
         self.ids = ids

@@ -21,7 +21,7 @@ from .events import _tls, thread_ctx
 from .flags import flags
 from .metric import transform_tensor_metrics
 from .tree import callpath
-from .tree.metrics import add_plain
+from .tree.metrics import add_one, add_plain
 
 _flags = flags
 
@@ -85,19 +85,20 @@ def _enter(obj, metrics) -> int:
 
 def _fast_metrics(v, node, metrics) -> bool:
     """Add plain int/float metrics to every session of view ``v``; False if not plain."""
+    if len(metrics) == 1:
+        for key, val in metrics.items():
+            t = type(val)
+            if (t is not int and t is not float) or type(key) is not str:
+                return False
+            for flex in v.flexes:
+                add_one(flex, node, key, val)
+        return True
     for key, val in metrics.items():
         t = type(val)
         if (t is not int and t is not float) or type(key) is not str:
             return False
-    sessions = v.sessions
-    if len(sessions) == 1:
-        if not sessions[0].active:
-            return True
-        add_plain(sessions[0].cur.flex, node, metrics)
-        return True
-    for s in sessions:
-        if s.active:
-            add_plain(s.cur.flex, node, metrics)
+    for flex in v.flexes:
+        add_plain(flex, node, metrics)
     return True
 
 
@@ -161,17 +162,14 @@ class scope:
     def __enter__(self):
         if not _flags.profiling_on:
             return self
-        if self.metrics:
-            self.id = _enter(self, self.metrics)
-            return self
-        # inlined fast path of _enter (no metrics): one trie lookup, two appends
+        # inlined fast path of _enter: one trie lookup, two appends (+ the log for GPUs)
         try:
             ctx = _tls.ctx
         except AttributeError:
             ctx = thread_ctx()
         v = ctx.view
         if v is None:
-            self.id = _enter(self, None)
+            self.id = _enter(self, self.metrics)
             return self
         self.id = sid = _next_id()
         node = v.kids.get(self.name)
@@ -188,6 +186,12 @@ class scope:
             log = v.log
             log.append(_time_ns())
             log.append(node)
+        m = self.metrics
+        if m:
+            if not _fast_metrics(v, node, m):
+                _add_scope_metrics(ctx, sid, ((v, node),), m)
+            elif st is not None:
+                recording.clear_state_after_metrics(ctx)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback):
@@ -282,17 +286,38 @@ def enter_scope(name: str, *, metrics: Optional[dict[str, Any]] = None) -> Optio
 
     Returns the scope id, or None when profiling is off.
     """
-    if not flags.profiling_on:
+    if not _flags.profiling_on:
         return None
-    e = _Entered(name)
     try:
         stack = thread_local_scopes.scopes
     except AttributeError:
         stack = thread_local_scopes.scopes = []
-    sid = _enter(e, None)
-    stack.append((sid, name, e))
-    if metrics:
-        _add_scope_metrics(thread_ctx(), sid, e._targets, metrics)
+    try:
+        ctx = _tls.ctx
+    except AttributeError:
+        ctx = thread_ctx()
+    v = ctx.view
+    if v is None or metrics:
+        e = _Entered(name)
+        sid = _enter(e, metrics)
+        stack.append((sid, name, None, e._targets))
+        return sid
+    sid = _next_id()
+    node = v.kids.get(name)
+    if node is None:
+        node = _child(v.top, name)
+    v.ids.append(sid)
+    v.top = node
+    v.kids = _kids[node]
+    st = ctx.state
+    if st is not None:
+        node = _child(node, st)
+    v.created.add(node)
+    if v.logging:
+        log = v.log
+        log.append(_time_ns())
+        log.append(node)
+    stack.append((sid, name, v, node))
     return sid
 
 
@@ -303,17 +328,18 @@ def exit_scope(name: Optional[str] = None, *, metrics: Optional[dict[str, Any]] 
     scope is closed all the same).  ``metrics`` are added to the scope before it closes.
     Returns the scope id, or None when profiling is off.
     """
-    if not flags.profiling_on:
+    if not _flags.profiling_on:
         return None
     try:
         stack = thread_local_scopes.scopes
     except AttributeError:
         stack = thread_local_scopes.scopes = []
-    sid, popped, e = stack.pop()
+    sid, popped, v, node = stack.pop()
     if name and name != popped:
         _exit(sid)
         raise ValueError(f"Scope name mismatch: {name} != {popped}")
     if metrics:
-        _add_scope_metrics(thread_ctx(), sid, e._targets, metrics)
+        targets = ((v, node),) if v is not None else node
+        _add_scope_metrics(thread_ctx(), sid, targets, metrics)
     _exit(sid)
     return sid

@@ -205,3 +205,35 @@ def add_plain(flex: dict, node: int, metrics: dict) -> None:
             cur[2] = val
         else:
             cur[2] += val
+
+
+def add_one(flex: dict, node: int, k: str, val) -> None:
+    """Fast path of :func:`add` for one ``int``/``float`` value under a ``str`` key."""
+    nm = flex.get(node)
+    if nm is None:
+        nm = flex[node] = {}
+    r = _key_cache.get(k)
+    if r is None:
+        r = parse_key(k)
+    if type(val) is int:
+        if k in ROOFLINE_FLOAT:
+            vt, val = DOUBLE, float(val)
+        elif _I64_MIN <= val <= _I64_MAX:
+            vt = INT
+        else:
+            vt, val = DOUBLE, float(val)
+    elif k == ROOFLINE_INT:
+        vt, val = INT, int(val)
+    else:
+        vt = DOUBLE
+    stored = r[0]
+    cur = nm.get(stored)
+    if cur is None:
+        nm[stored] = [r[1], vt, val]
+    elif cur[1] != vt:
+        raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
+                         f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
+    elif cur[0]:
+        cur[2] = val
+    else:
+        cur[2] += val
