@@ -110,8 +110,13 @@ class View:
             log.append(time_ns())
             log.append(code)
 
-    def compact(self):
-        """Move the logged pairs into an int64 chunk (safe while the owner thread appends)."""
+    def compact(self, keep_after=None):
+        """Move the logged pairs into an int64 chunk (safe while the owner thread appends).
+
+        With ``keep_after`` (ns), entries older than it are dropped except the last one
+        before it (the context then in force): kernels launched before ``keep_after``
+        were all delivered already.
+        """
         log = self.log
         n = len(log) & ~1
         if n:
@@ -120,7 +125,14 @@ class View:
             self.chunks.append(chunk)
         if len(self.chunks) > 1:
             self.chunks[:] = [np.concatenate(self.chunks)]
-        return self.chunks[0] if self.chunks else np.zeros((0, 2), dtype=np.int64)
+        if not self.chunks:
+            return np.zeros((0, 2), dtype=np.int64)
+        a = self.chunks[0]
+        if keep_after is not None and len(a) > 1:
+            i = int(np.searchsorted(a[:, 0], keep_after, side="right")) - 1
+            if i > 0:
+                a = self.chunks[0] = a[i:].copy()
+        return a
 
     def merge_created(self):
         """Publish the nodes entered in this view to each member session's phase."""

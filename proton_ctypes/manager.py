@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 
-from . import events, tensor_metrics
+from . import events, lifecycle, naming, tensor_metrics
 from .backends import select
 from .events import G
 from .session import Session
@@ -50,7 +50,7 @@ def periodic_flush(s: Session) -> list:
     for p in sorted(s.phases):
         if p >= s.phase:
             continue
-        path = f"{s.name}.part_{p}.{fmt}"
+        path = f"{naming.expand(s.name)}.part_{p}.{fmt}"
         write_atomic(path, render(s, p, fmt))
         del s.phases[p]
         paths.append(path)
@@ -81,6 +81,7 @@ def create(name: str, context: str, data: str, backend_name: str, mode: str) -> 
             raise ValueError("[PROTON] Cannot add a session with the same profiler but a different mode "
                              "than existing sessions")
     backend = select.get(backend_name)
+    lifecycle.install()
     if _users.get(backend_name, 0) == 0:
         backend.start(_sink_for(backend), mode,
                       _python_context if context == "python" else None)
@@ -92,6 +93,12 @@ def create(name: str, context: str, data: str, backend_name: str, mode: str) -> 
         _by_name[name] = s
     events.bump_epoch()
     return s.id
+
+
+def reset_after_fork() -> None:
+    """Forget every session (the child of a fork owns none)."""
+    _by_name.clear()
+    _users.clear()
 
 
 def get(session: int) -> Session:
@@ -119,9 +126,20 @@ def _merge_views(s: Session) -> None:
                 v.merge_created()
 
 
+def trim_logs(before_ns: int) -> None:
+    """Drop scope-log entries no kernel launched before ``before_ns`` can still need."""
+    with G.lock:
+        for views in G.views_by_tid.values():
+            for v in views:
+                v.compact(before_ns)
+
+
 def flush(s: Session) -> None:
     """Bring every record of ``s`` into its phases (backend buffers, tensors, views)."""
     s.backend.flush()
+    delivered = getattr(s.backend, "delivered_before", None)
+    if delivered:
+        trim_logs(delivered)
     tensor_metrics.drain(s)
     _merge_views(s)
     for p, pd in s.phases.items():
@@ -171,7 +189,8 @@ def write(s: Session, fmt: str) -> list:
     for p in phases:
         if s.phases[p].cleared and not s.phases[p].has_data():
             continue
-        path = f"{s.name}.part_{p}.{fmt}" if multi else f"{s.name}.{fmt}"
+        base = naming.expand(s.name)
+        path = f"{base}.part_{p}.{fmt}" if multi else f"{base}.{fmt}"
         write_atomic(path, render(s, p, fmt))
         paths.append(path)
     return paths

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 from typing import Optional, Union
 
-from . import knobs, manager
+from . import knobs, manager, naming
 from .backends import select
 from .flags import flags
 from .hooks.hook import Hook, HookManager
@@ -65,7 +65,7 @@ def start(
     if flags.command_line or knobs.disabled():
         return None
     flags.profiling_on = True
-    name = DEFAULT_PROFILE_NAME if name is None else name
+    name = naming.default_name(DEFAULT_PROFILE_NAME) if name is None else name
     backend = select.auto_select() if backend is None else backend
     mode_str = _mode_str(backend, mode)
     _check_env(backend)

@@ -34,6 +34,7 @@ class MockBackend:
         self._rows = []
         self._lock = threading.Lock()
         self._clock = 0
+        self.delivered_before = 0
 
     def start(self, sink, mode, python_context=None) -> None:
         """Remember the sink (and the python-context resolver)."""
@@ -61,6 +62,8 @@ class MockBackend:
         """Deliver every recorded kernel as one batch."""
         with self._lock:
             rows, self._rows = self._rows, []
+            #: every kernel launched before this time has been handed to the sink
+            self.delivered_before = time.time_ns()
         if not rows or self.sink is None:
             return
         self.sink(np.array(rows, dtype=KERNEL_DTYPE))
