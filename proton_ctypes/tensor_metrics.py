@@ -1,44 +1,200 @@
-"""Device-tensor metrics.
+"""Device-tensor metrics: captured on the device, never synchronising at scope entry/exit.
 
-Values of device tensors given as metrics are captured without synchronising at scope
-entry: the tensor (cast to int64/float64) is kept alive and read back in bulk when the
-session flushes, then added to the node fixed at scope entry.  (The device ring buffer
-written by two small Triton kernels, proton-spec §3.5, is the GPU integration's job.)
+A metric whose value is a GPU tensor (a loss, a token count) is recorded by one small
+Triton kernel of ours, launched on the current stream: it reserves ``numel + 1`` slots
+of a device ring buffer with an atomic add and writes ``{seq_id, values...}`` (doubles
+as their bit pattern).  Concurrent streams and CUDA-graph replays append safely; a graph
+replay writes the same ``seq_id`` again, so each replay adds its values.  At flush the
+ring is read back in one copy and each record is added to the node its ``seq_id`` was
+registered for.
+
+Types are checked when the metric is given (from the tensor's dtype and size, as
+Proton does): a zero of the right type is added right away, the value at flush.
 """
 from __future__ import annotations
 
+import itertools
+import os
+import threading
+
+import numpy as np
+
 from . import recording
 from .events import G
+from .tree import metrics as tmetrics
 
-#: (session id, phase, node, metric key, TensorMetric) waiting to be read back
-pending: list = []
+_seq = itertools.count(1)
+#: seq id -> (is_float, numel, [(session id, phase, node, raw key)], tensor kept alive, persistent)
+registry: dict = {}
+_rings: dict = {}
+_lock = threading.Lock()
+_kernel = None
+#: records lost because the ring wrapped before a flush
+dropped = 0
+
+
+def _ring_slots() -> int:
+    try:
+        size = int(os.environ.get("TRITON_PROFILE_METRIC_BUFFER_SIZE", str(64 << 20)))
+    except ValueError:
+        size = 64 << 20
+    return max(16, size // 8)
+
+
+def get_kernel():
+    """The Triton kernel writing one metric record (compiled on first use)."""
+    global _kernel
+    if _kernel is None:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def write_metric_record(ring_ptr, offset_ptr, size, seq_id, value_ptr, n,
+                                IS_FLOAT: tl.constexpr, BLOCK: tl.constexpr):
+            # reserve n + 1 slots atomically, then write seq_id and the values (wrapping)
+            pos = tl.atomic_add(offset_ptr, n + 1, sem="relaxed")
+            tl.store(ring_ptr + pos % size, seq_id)
+            for start in range(0, n, BLOCK):
+                idx = start + tl.arange(0, BLOCK)
+                m = idx < n
+                v = tl.load(value_ptr + idx, mask=m)
+                if IS_FLOAT:
+                    v = v.to(tl.int64, bitcast=True)
+                tl.store(ring_ptr + (pos + 1 + idx) % size, v, mask=m)
+
+        _kernel = write_metric_record
+    return _kernel
+
+
+class Ring:
+    """The device ring buffer of one device and the host's read position in it."""
+
+    def __init__(self, device):
+        import torch
+        self.size = _ring_slots()
+        self.buf = torch.zeros(self.size, dtype=torch.int64, device=device)
+        self.offset = torch.zeros(1, dtype=torch.int64, device=device)
+        self.read = 0
+
+    def take(self):
+        """Copy out the slots written since the last take: an int64 numpy array (syncs)."""
+        global dropped
+        total = int(self.offset.item())
+        n = total - self.read
+        if n <= 0:
+            return np.zeros(0, dtype=np.int64)
+        if n > self.size:
+            dropped += n - self.size
+            self.read = total - self.size
+            n = self.size
+        host = self.buf.cpu().numpy()
+        idx = (np.arange(self.read, total) % self.size)
+        self.read = total
+        return host[idx]
 
 
 def ensure_kernels() -> None:
-    """Prepare the metric kernels (nothing to prepare for the read-back path)."""
+    """Compile the metric kernel ahead of the first device-tensor metric."""
+    get_kernel()
+
+
+def _ring_for(device):
+    key = str(device)
+    r = _rings.get(key)
+    if r is None:
+        with _lock:
+            r = _rings.get(key)
+            if r is None:
+                r = _rings[key] = Ring(device)
+    return r
+
+
+def _launch(ring, seq, tm, is_float):
+    kernel = get_kernel()
+    value = tm.value.reshape(-1)
+    kernel[(1,)](ring.buf, ring.offset, ring.size, seq, value, tm.numel, IS_FLOAT=is_float, BLOCK=128,
+                 num_warps=1)
+
+
+def _capturing() -> bool:
+    try:
+        import torch
+        return bool(torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return False
 
 
 def add_tensor_metrics(ctx, sid, targets, tensor: dict) -> None:
-    """Remember device-tensor metrics for the target nodes until the next flush."""
-    for s, node in recording.session_targets(targets):
-        for key, tm in tensor.items():
-            pending.append((s.id, s.phase, node, key, tm))
+    """Type-check now, launch one record kernel per metric, and remember where it goes."""
+    pairs = recording.session_targets(targets)
+    if not pairs:
+        return
+    for key in sorted(tensor):
+        tm = tensor[key]
+        is_float = tm.metric_type_index in (1, 3)
+        vector = tm.metric_type_index in (2, 3)
+        stored, pty = tmetrics.parse_key(key)
+        vt = (tmetrics.VDOUBLE if is_float else tmetrics.VINT) if vector else \
+            (tmetrics.DOUBLE if is_float else tmetrics.INT)
+        zero = ([0.0] * tm.numel if is_float else [0] * tm.numel) if vector else (0.0 if is_float else 0)
+        for s, node in pairs:
+            tmetrics.add(s.current.flex.setdefault(node, {}), [(stored, pty, vt, zero)])
+        seq = next(_seq)
+        registry[seq] = (is_float, tm.numel, [(s.id, s.phase, node, key) for s, node in pairs], tm,
+                         _capturing())
+        _launch(_ring_for(tm.value.device), seq, tm, is_float)
 
 
-def drain(session) -> None:
-    """Read back the pending tensor metrics of ``session`` and add them to its phases."""
-    from .tree import metrics as tmetrics
-    keep = []
-    for rec in pending:
-        sid, phase, node, key, tm = rec
-        if sid != session.id:
-            if sid in G.sessions:
-                keep.append(rec)
+def _apply(records) -> None:
+    """Add decoded ``(seq, values)`` records to every live session they were registered for."""
+    for seq, values in records:
+        info = registry.get(seq)
+        if info is None:
             continue
-        pd = session.phases.get(phase)
-        if pd is None:
-            continue
-        value = tm.value.tolist() if tm.numel > 1 else tm.value.item()
-        items = tmetrics.normalize_all({key: value})
-        tmetrics.add(pd.flex.setdefault(node, {}), items)
-    pending[:] = keep
+        is_float, numel, dests, _tm, _persist = info
+        vals = values.view(np.float64) if is_float else values
+        py = [float(x) for x in vals] if is_float else [int(x) for x in vals]
+        value = py if numel > 1 else py[0]
+        for s_id, phase, node, key in dests:
+            session = G.sessions.get(s_id)
+            if session is None:
+                continue
+            pd = session.phases.get(phase)
+            if pd is None:
+                continue
+            tmetrics.add(pd.flex.setdefault(node, {}), tmetrics.normalize_all({key: value}))
+
+
+def _decode(slots):
+    out = []
+    i = 0
+    n = len(slots)
+    while i < n:
+        seq = int(slots[i])
+        info = registry.get(seq)
+        if info is None:  # unknown or corrupted: nothing after it can be trusted
+            break
+        numel = info[1]
+        out.append((seq, slots[i + 1:i + 1 + numel]))
+        i += 1 + numel
+    return out
+
+
+def drain(session=None) -> None:
+    """Read every ring back (one copy each) and add the records to their sessions."""
+    if not _rings:
+        return
+    with _lock:
+        try:
+            import torch
+            torch.cuda.synchronize()
+        except Exception:
+            pass
+        records = []
+        for ring in _rings.values():
+            records.extend(_decode(ring.take()))
+    _apply(records)
+    for seq, _values in records:
+        info = registry.get(seq)
+        if info is not None and not info[4]:
+            del registry[seq]
