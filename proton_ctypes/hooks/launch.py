@@ -15,14 +15,14 @@ from typing import Optional
 
 from .. import recording
 from ..events import thread_ctx
+from ..recording import set_state as _set_state
 from ..metric import set_metric_kernels, transform_tensor_metrics
-from ..state import metadata_state
+from ..state import get_metadata_state_name as metadata_state_name
 from .hook import Hook
 
-op_name = ContextVar("op_name", default=None)
-id = ContextVar("id", default=None)  # noqa: A001 - Proton's name
-enabled = ContextVar("enabled", default=False)
-in_hook = ContextVar("in_hook", default=False)
+#: None outside a launch; _IN_HOOK while the hook evaluates metadata; (op id, name) during the launch
+_busy = ContextVar("proton_ctypes_launch", default=None)
+_IN_HOOK = ("in_hook",)
 
 _RESERVED = frozenset({"name", "function", "stream"})
 
@@ -53,6 +53,8 @@ class LaunchHook(Hook):
         """
         self._include_re = re.compile(include) if include else None
         self._exclude_re = re.compile(exclude) if exclude else None
+        #: compiled kernel name -> passes the filters (cleared by configure)
+        self._seen = {}
 
     def _matches_kernel_name(self, kernel_name) -> bool:
         if kernel_name is None:
@@ -85,44 +87,70 @@ class LaunchHook(Hook):
 
     def enter(self, metadata) -> None:
         """Evaluate the launch's metadata and open an op named after it."""
-        if enabled.get() or in_hook.get():
-            return
-        enabled.set(True)
-        in_hook.set(True)
+        if _busy.get() is not None:
+            return  # a launch inside launch_metadata, or a nested launch
         raw_name = metadata.data.get("name")
-        if not self._matches_kernel_name(raw_name):
-            enabled.set(False)
-            in_hook.set(False)
-            return
-        with metadata_state(raw_name):
-            lazy = metadata.get()
-        kernel_name = lazy["name"]
-        if not self._matches_kernel_name(kernel_name):
-            enabled.set(False)
-            in_hook.set(False)
-            return
-        fn_metrics = LaunchHook._extract_metrics(lazy)
-        with metadata_state(raw_name):
-            if fn_metrics:
-                set_metric_kernels()
-            scalar, tensor = transform_tensor_metrics(fn_metrics)
-        sid = recording.next_id()
-        ctx = thread_ctx()
-        targets = recording.op_prepare(ctx, kernel_name)
-        with metadata_state(raw_name):
-            if scalar:
-                recording.add_metrics(ctx, sid, targets, scalar)
+        if raw_name is not None:
+            ok = self._seen.get(raw_name)
+            if ok is None:
+                ok = self._seen[raw_name] = self._matches_kernel_name(raw_name)
+            if not ok:
+                return
+        token = _busy.set(_IN_HOOK)
+        try:
+            ctx = thread_ctx()
+            # Proton evaluates the metadata (and prepares metric kernels) inside
+            # metadata_state(raw_name): helper kernels land under that node, and the
+            # state slot is empty afterwards.
+            md_state = metadata_state_name(raw_name)
+            _set_state(ctx, md_state)
+            try:
+                lazy = metadata.get()
+                kernel_name = lazy["name"]
+                if kernel_name != raw_name and not self._matches_kernel_name(kernel_name):
+                    _busy.reset(token)
+                    return
+                plain = {}
+                other = None
+                for k, v in lazy.items():
+                    if k in _RESERVED or v is None:
+                        continue
+                    t = type(v)
+                    if t is int or t is float:
+                        plain[k] = v
+                    elif hasattr(v, "data_ptr") or isinstance(v, Number):
+                        if other is None:
+                            other = {}
+                        other[k] = v
+                tensor = None
+                if other:
+                    scalar, tensor = transform_tensor_metrics(other)
+                    plain.update(scalar)
+                    if tensor:
+                        set_metric_kernels()
+            finally:
+                _set_state(ctx, None)
+            sid = recording.next_id()
+            targets = recording.op_prepare(ctx, kernel_name)
+            if plain:
+                recording.add_metrics(ctx, sid, targets, plain)
             if tensor:
                 from ..tensor_metrics import add_tensor_metrics
-                add_tensor_metrics(ctx, sid, targets, tensor)
-        recording.op_open(ctx, targets)
-        id.set(sid)
-        op_name.set(kernel_name)
-        in_hook.set(False)
+                _set_state(ctx, md_state)
+                try:
+                    add_tensor_metrics(ctx, sid, targets, tensor)
+                finally:
+                    _set_state(ctx, None)
+            recording.op_open(ctx, targets)
+            _busy.set((sid, kernel_name))
+        except BaseException:
+            _busy.reset(token)
+            raise
 
     def exit(self, metadata) -> None:
         """Close the op opened by :meth:`enter`."""
-        if in_hook.get() or not enabled.get():
+        cur = _busy.get()
+        if cur is None or cur is _IN_HOOK:
             return
         recording.op_exit(thread_ctx())
-        enabled.set(False)
+        _busy.set(None)
