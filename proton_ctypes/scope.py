@@ -21,7 +21,7 @@ from .events import _tls, thread_ctx
 from .flags import flags
 from .metric import transform_tensor_metrics
 from .tree import callpath
-from .tree.metrics import add_one, add_plain
+from .tree.metrics import add_one, add_plain, add_single
 
 _flags = flags
 
@@ -85,6 +85,9 @@ def _enter(obj, metrics) -> int:
 
 def _fast_metrics(v, node, metrics) -> bool:
     """Add plain int/float metrics to every session of view ``v``; False if not plain."""
+    flexes = v.flexes
+    if len(flexes) == 1 and len(metrics) == 1:
+        return add_single(flexes[0], node, metrics)
     if len(metrics) == 1:
         for key, val in metrics.items():
             t = type(val)

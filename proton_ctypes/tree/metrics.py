@@ -237,3 +237,47 @@ def add_one(flex: dict, node: int, k: str, val) -> None:
         cur[2] = val
     else:
         cur[2] += val
+
+
+_plain_info: dict = {}
+
+
+def add_single(flex: dict, node: int, metrics: dict) -> bool:
+    """Add a one-entry dict of a plain ``int``/``float`` to ``node``; False if not plain."""
+    for k, val in metrics.items():
+        info = _plain_info.get(k)
+        if info is None:
+            if type(k) is not str:
+                return False
+            stored, pty = parse_key(k)
+            info = _plain_info[k] = (stored, pty, 1 if k in ROOFLINE_FLOAT else (2 if k == ROOFLINE_INT else 0))
+        stored, pty, roof = info
+        t = type(val)
+        if t is int:
+            if roof == 1:
+                vt, val = 1, float(val)
+            elif -9223372036854775808 <= val <= 9223372036854775807:
+                vt = 0
+            else:
+                vt, val = 1, float(val)
+        elif t is float:
+            if roof == 2:
+                vt, val = 0, int(val)
+            else:
+                vt = 1
+        else:
+            return False
+        nm = flex.get(node)
+        if nm is None:
+            nm = flex[node] = {}
+        cur = nm.get(stored)
+        if cur is None:
+            nm[stored] = [pty, vt, val]
+        elif cur[1] != vt:
+            raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
+                             f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
+        elif cur[0]:
+            cur[2] = val
+        else:
+            cur[2] += val
+    return True
