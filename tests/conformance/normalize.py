@@ -31,9 +31,33 @@ DEVIATIONS = {
 }
 
 
+def _own_frame(name):
+    # spec §0.3: python-context frames of the profiler's own files are spliced out
+    path = name.split(":", 1)[0]
+    return "/triton/profiler/" in path or "/proton_ctypes/" in path
+
+
 def _norm_tree(node):
     m = {k: ("<t>" if k in TIME_KEYS else v) for k, v in node.get("metrics", {}).items()}
-    return {"frame": node["frame"], "metrics": m, "children": [_norm_tree(c) for c in node.get("children", [])]}
+    children = []
+    for c in node.get("children", []):
+        n = _norm_tree(c)
+        if _own_frame(n["frame"]["name"]):
+            # splice: the frame's metrics go to its parent, its children up one level
+            for k, v in n["metrics"].items():
+                m[k] = v
+            children.extend(n["children"])
+        else:
+            children.append(n)
+    merged = {}
+    for c in children:
+        key = c["frame"]["name"]
+        if key in merged:
+            merged[key]["children"].extend(c["children"])
+            merged[key]["metrics"].update(c["metrics"])
+        else:
+            merged[key] = c
+    return {"frame": node["frame"], "metrics": m, "children": list(merged.values())}
 
 
 def _norm_trace(doc):

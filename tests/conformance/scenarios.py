@@ -609,3 +609,21 @@ def knob_disable(proton, out, rec):
         proton.finalize()
     finally:
         os.environ["TRITON_PROTON_DISABLE"] = "0"
+
+
+def python_context(proton, out, rec):
+    proton.start(out("py"), context="python")
+
+    def inner():
+        with proton.scope("x", {"m": 1}):
+            pass
+
+    def outer():
+        inner()
+        with proton.cpu_timed_scope("c"):
+            pass
+    for _ in range(2):
+        outer()
+    proton.enter_scope("e", metrics={"k": 2})
+    proton.exit_scope()
+    proton.finalize()
