@@ -172,39 +172,9 @@ def trace_string(vt: int, value) -> str:
 
 def add_plain(flex: dict, node: int, metrics: dict) -> None:
     """Fast path of :func:`add` for a dict whose values are all ``int``/``float``."""
-    nm = flex.get(node)
-    if nm is None:
-        nm = flex[node] = {}
     keys = sorted(metrics) if len(metrics) > 1 else metrics
     for k in keys:
-        val = metrics[k]
-        if type(k) is not str:
-            raise _bad()
-        r = _key_cache.get(k)
-        if r is None:
-            r = parse_key(k)
-        stored = r[0]
-        if type(val) is int:
-            if k in ROOFLINE_FLOAT:
-                vt, val = DOUBLE, float(val)
-            elif _I64_MIN <= val <= _I64_MAX:
-                vt = INT
-            else:
-                vt, val = DOUBLE, float(val)
-        else:
-            vt = DOUBLE
-            if k == ROOFLINE_INT:
-                vt, val = INT, int(val)
-        cur = nm.get(stored)
-        if cur is None:
-            nm[stored] = [r[1], vt, val]
-        elif cur[1] != vt:
-            raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
-                             f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
-        elif cur[0]:
-            cur[2] = val
-        else:
-            cur[2] += val
+        add_one(flex, node, k, metrics[k])
 
 
 def add_one(flex: dict, node: int, k: str, val) -> None:
