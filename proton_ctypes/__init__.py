@@ -5,6 +5,27 @@
 metrics, hooks, ``data`` and phases.  GPU libraries are loaded only when a GPU backend
 starts; without a GPU the host-only backend records everything but kernels.
 """
+import os as _os
+
+
+def _rocm_register_early():
+    """On an AMD GPU machine (``/dev/kfd``), register with rocprofiler-sdk before HIP starts.
+
+    Older SDKs accept a tool only before the HIP runtime initialises; importing
+    proton_ctypes before torch/triton touch the GPU is then enough.  Any failure is left
+    for ``start`` to report.
+    """
+    if _os.environ.get("PROTON_CTYPES_ROCM_EARLY", "1" if _os.path.exists("/dev/kfd") else "0") != "1":
+        return
+    try:
+        from .backends.rocprof import configure_early
+        configure_early()
+    except Exception:
+        pass
+
+
+_rocm_register_early()
+
 from .scope import scope, cpu_timed_scope, enter_scope, exit_scope
 from .state import state, enter_state, exit_state, metadata_state
 from .profile import start, activate, deactivate, finalize, profile, DEFAULT_PROFILE_NAME

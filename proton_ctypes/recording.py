@@ -20,9 +20,17 @@ next_id = itertools.count(1).__next__
 _OWN_DIR = __file__.rsplit("/", 1)[0]
 
 
+_BACKENDS_DIR = _OWN_DIR + "/backends/"
+
+
 def python_node(skip: int = 1) -> int:
-    """Trie node of the calling thread's Python stack (outermost frame first)."""
+    """Trie node of the calling thread's Python stack (outermost frame first).
+
+    Innermost frames of our backends (a launch callback) are left out.
+    """
     f = sys._getframe(skip)
+    while f is not None and f.f_code.co_filename.startswith(_BACKENDS_DIR):
+        f = f.f_back
     frames = []
     while f is not None:
         co = f.f_code

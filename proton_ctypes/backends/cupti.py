@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import sys
 import threading
 import time
 import warnings
@@ -29,7 +30,7 @@ import numpy as np
 
 from . import cupti_layout as L
 from .cupti_buffers import DEFAULT_BUFFER_BYTES, DEFAULT_MAX_BUFFERS, BufferPool
-from .cupti_callbacks import CallbackHub
+from .cupti_callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub
 from .cupti_join import Joiner
 from .cupti_lib import (DRIVER_LAUNCH_CBIDS, EXTERNAL_CORRELATION_KIND_CUSTOM0, FLUSH_FORCED,
                         GRAPH_LAUNCH_CBIDS, MAX_CBID, RUNTIME_LAUNCH_CBIDS, THREAD_ID_TYPE_SYSTEM,
@@ -41,31 +42,42 @@ MAX_CLOCK_OFFSET_NS = 50_000
 CLOCK_PAIRS = 64
 PERIODIC_FORMATS = ("hatchet", "hatchet_msgpack", "chrome_trace")
 DEFAULT_FLUSH_INTERVAL_S = 0.1
+DEFAULT_PARSE_BATCH = 4
 _ACTIVE = []  # the CuptiBackend currently started in this process (CUPTI allows one subscriber)
 
 
 def parse_mode(mode) -> tuple:
     """Validate a CUPTI mode string; return ``(name, knobs)``.
 
-    ``""``/None -> ``("", {})``; ``"periodic_flushing[:format=...]"``; ``"pcsampling..."``
-    raises NotImplementedError; anything else ValueError with Proton's message.
+    ``""``/None -> ``("", {})``; ``"periodic_flushing[:format=F]"`` with F one of
+    hatchet, hatchet_msgpack, chrome_trace; ``"pcsampling..."`` raises NotImplementedError;
+    anything else ValueError with Proton's messages (the same as ``select.validate_mode``).
     """
     text = "" if mode is None else str(mode)
-    name, *options = text.split(":")
-    knobs = {}
-    for option in options:
-        key, sep, value = option.partition("=")
-        if not sep:
-            raise ValueError(f"[PROTON] CuptiProfiler: unsupported mode: {text}")
-        knobs[key] = value
-    if name == "" and not knobs:
+    if not text:
         return "", {}
+    name, *options = text.split(":")
     if name == "pcsampling":
         raise NotImplementedError("[PROTON] CuptiProfiler: pcsampling mode is not supported by proton_ctypes yet")
-    if name == "periodic_flushing" and set(knobs) <= {"format"} \
-            and knobs.get("format", "hatchet") in PERIODIC_FORMATS:
-        return name, knobs
-    raise ValueError(f"[PROTON] CuptiProfiler: unsupported mode: {text}")
+    if name != "periodic_flushing":
+        raise ValueError(f"[PROTON] CuptiProfiler: unsupported mode: {text}")
+    if not options or "=" not in options[0]:
+        return name, {"format": "hatchet"}
+    key, value = options[0].split("=", 1)
+    if key != "format":
+        raise ValueError(f"[PROTON] CuptiProfiler: unsupported option key: {key}")
+    if value not in PERIODIC_FORMATS:
+        raise ValueError(f"[PROTON] CuptiProfiler: unsupported format: {value}")
+    return name, {"format": value}
+
+
+def _torch_profiler_active() -> bool:
+    """Whether torch.profiler (Kineto, a CUPTI user) is profiling in this process right now."""
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch._C._autograd._profiler_enabled())
+    except Exception:
+        return False
 
 
 class CuptiBackend:
@@ -75,14 +87,21 @@ class CuptiBackend:
     device_type = "CUDA"
 
     def __init__(self, lib=None, driver=None, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
-                 max_buffers: int = DEFAULT_MAX_BUFFERS, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S):
+                 max_buffers: int = DEFAULT_MAX_BUFFERS, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+                 parse_batch_buffers: Optional[int] = None):
         """``lib``: a fake libcupti for tests (default: load the real one at first start);
-        ``driver``: an object with ``synchronize()`` and ``device_attributes(i)`` (default cuda-python)."""
+        ``driver``: an object with ``synchronize()`` and ``device_attributes(i)`` (default cuda-python);
+        ``parse_batch_buffers``: the collector parses once this many buffers are waiting (or the
+        pool runs low); default ``PROTON_CTYPES_PARSE_BATCH`` or 4.  Parsing holds the GIL, so
+        fewer, larger rounds disturb the launching threads less."""
         self._lib_override = lib
         self._driver = driver
         self._buffer_bytes = buffer_bytes
         self._max_buffers = max_buffers
         self.flush_interval_s = flush_interval_s
+        if parse_batch_buffers is None:
+            parse_batch_buffers = int(os.environ.get("PROTON_CTYPES_PARSE_BATCH", DEFAULT_PARSE_BATCH))
+        self.parse_batch_buffers = max(1, parse_batch_buffers)
         self.lib: Optional[CuptiLib] = None
         self.pool: Optional[BufferPool] = None
         self.running = False
@@ -125,6 +144,8 @@ class CuptiBackend:
             raise RuntimeError("[PROTON] CuptiProfiler: already started")
         if _ACTIVE and _ACTIVE[0] is not self:
             raise RuntimeError("[PROTON] another proton_ctypes CUPTI backend is already profiling this process")
+        if _torch_profiler_active():
+            raise RuntimeError(OTHER_SUBSCRIBER_MESSAGE)
         lib = self._load()
         self.mode = parsed_mode
         self._sink = sink
@@ -286,10 +307,19 @@ class CuptiBackend:
                 if periodic and time.monotonic() >= next_flush:
                     next_flush = time.monotonic() + interval
                     self.lib.call("cuptiActivityFlushAll", 0)
-                if self.pool.completed or periodic:
+                if periodic or self._parse_due():
                     self._drain(hold=True)
             except Exception as e:  # never let the collector die silently
                 self._warn_once("collector", f"proton_ctypes: CUPTI collector error: {e!r}")
+
+    def _parse_due(self) -> bool:
+        """Parse now: enough buffers wait, or so many are out that CUPTI could run short."""
+        pool = self.pool
+        waiting = len(pool.completed)
+        if not waiting:
+            return False
+        spare = pool.max_buffers - pool.outstanding
+        return waiting >= self.parse_batch_buffers or spare <= 2
 
     def _drain(self, hold: bool) -> None:
         """Parse every completed buffer, recycle it, join and deliver one batch to the sink."""

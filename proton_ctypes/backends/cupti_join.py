@@ -46,10 +46,23 @@ class CorrTable:
             self.cols[name] = np.concatenate([self.cols[name], np.asarray(cols[name], self.dtypes[name])])
 
     def lookup(self, corr: np.ndarray):
-        """Return ``(found, row)``: for each id in ``corr`` whether a row has it and which one."""
+        """Return ``(found, row)``: for each id in ``corr`` whether a row has it and which one.
+
+        Correlation ids are a dense process-wide counter, so a direct table over their
+        range is used when it is small (O(n)); otherwise a sort and a binary search.
+        """
         keys = self.cols["corr"]
         if keys.size == 0 or corr.size == 0:
             return np.zeros(corr.size, bool), np.zeros(corr.size, np.int64)
+        lo, hi = int(keys.min()), int(keys.max())
+        if hi - lo < 16 * (keys.size + corr.size) + 4096:
+            table = np.full(hi - lo + 1, -1, np.int64)
+            table[keys.astype(np.int64) - lo] = np.arange(keys.size)
+            idx = corr.astype(np.int64) - lo
+            inside = (idx >= 0) & (idx <= hi - lo)
+            row = np.where(inside, table[np.where(inside, idx, 0)], -1)
+            found = row >= 0
+            return found, np.where(found, row, 0)
         order = np.argsort(keys, kind="stable")
         pos = np.searchsorted(keys, corr, sorter=order)
         pos = np.minimum(pos, keys.size - 1)

@@ -95,7 +95,7 @@ def device_synchronize(hip=None) -> bool:
             return True
         except Exception:
             pass
-    paths = rocm_lib._mapped("libamdhip64.so")
+    paths = rocm_lib.mapped_paths("libamdhip64.so")
     override = os.environ.get("TRITON_LIBHIP_PATH", "")
     if override and override in paths:
         paths.insert(0, override)

@@ -52,7 +52,7 @@ class Loaded(NamedTuple):
 
 
 # ---------------------------------------------------------------------------- loading
-def _mapped(soname: str) -> List[str]:
+def mapped_paths(soname: str) -> List[str]:
     """Paths of already-mapped objects whose file name starts with ``soname``."""
     found = []
     try:
@@ -80,7 +80,7 @@ def candidates(soname: str, environ=None) -> List[Tuple[str, str]]:
             out.append((os.path.join(lib_dir, lib_name or soname), "knob"))
     elif lib_name:
         out.append((lib_name, "knob"))
-    out.extend((p, "mapped") for p in _mapped(soname))
+    out.extend((p, "mapped") for p in mapped_paths(soname))
     roots = [env.get("ROCM_PATH", ""), "/opt/rocm"]
     for root in roots:
         if root:

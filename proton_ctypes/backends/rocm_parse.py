@@ -23,6 +23,17 @@ _SPAN_EXTRA = 64 * 1024
 _MAX_RECORD = 4096
 
 
+def drain(dq) -> list:
+    """Pop everything from a ``collections.deque`` filled by other threads (no entry is lost:
+    an append racing with the drain lands in this drain or the next)."""
+    out = []
+    try:
+        while True:
+            out.append(dq.popleft())
+    except IndexError:
+        return out
+
+
 def _copy(addr: int, nbytes: int) -> bytes:
     return ctypes.string_at(addr, nbytes) if nbytes else b""
 
@@ -72,11 +83,12 @@ def copy_sdk_buffer(headers: int, n: int, category: int, kinds: Iterable[int],
     return kind, offs, b"".join(parts)
 
 
-def gather(blob: bytes, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def gather(blob: bytes, offsets: np.ndarray, dtype: np.dtype, fields: Optional[Iterable[str]] = None) -> np.ndarray:
     """Records of ``dtype`` starting at ``offsets`` in ``blob``, as a contiguous structured array.
 
     Equal spacing (a single-kind run) is a zero-copy strided view copied once; otherwise
-    each field is gathered with one fancy index over an aligned view of the blob.
+    each field (only ``fields`` when given; the others stay zero) is gathered with one
+    fancy index over an aligned view of the blob.
     """
     n = len(offsets)
     out = np.zeros(n, dtype=dtype)
@@ -97,7 +109,10 @@ def gather(blob: bytes, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
     need = int(offsets.max()) + dtype.itemsize
     if need > len(raw):  # a record shorter than the dtype at the end: pad with zeros
         raw = np.concatenate([raw, np.zeros(need - len(raw), dtype=np.uint8)])
+    wanted = set(dtype.names if fields is None else fields)
     for name, (fdt, foff) in dtype.fields.items():
+        if name not in wanted:
+            continue
         size = fdt.itemsize
         pos = offsets + foff
         if bool(np.all(pos % size == 0)):
@@ -137,14 +152,17 @@ class LaunchTable:
     """Launch-API facts keyed by correlation id, kept across parses for a few rounds.
 
     A kernel's record may come one flush before or after its launch-API record (the API
-    record is written at API exit, the kernel record at completion), and a graph launch
-    serves several kernels, so entries are kept ``keep_rounds`` parses after they arrive.
+    record is written at API exit, the kernel record at completion, which for a long
+    kernel is many flushes later), and a graph launch serves several kernels, so an entry
+    is kept while it is younger than ``keep_rounds`` parses or than ``keep_ns`` behind
+    the newest launch.
     """
 
     COLS = ("corr", "launch", "tid", "py")
 
-    def __init__(self, keep_rounds: int = 3):
+    def __init__(self, keep_rounds: int = 3, keep_ns: int = 30_000_000_000):
         self.keep = keep_rounds
+        self.keep_ns = keep_ns
         self.cols = {c: np.zeros(0, dtype=np.int64) for c in self.COLS}
         self.age = np.zeros(0, dtype=np.int64)
 
@@ -186,6 +204,8 @@ class LaunchTable:
         """One parse round passed: forget entries older than ``keep_rounds``."""
         self.age += 1
         keep = self.age <= self.keep
+        if len(keep) and not keep.all():
+            keep |= self.cols["launch"] >= self.cols["launch"].max() - self.keep_ns
         if not keep.all():
             for c in self.COLS:
                 self.cols[c] = self.cols[c][keep]

@@ -20,7 +20,6 @@ P = ctypes.POINTER
 
 # ------------------------------------------------------------------ enum values (fwd.h & co, SDK 0.5.0; unchanged in 1.x)
 STATUS_SUCCESS = 0
-STATUS_ERROR_CONFIGURATION_LOCKED = 15      # 0.5.0 numbering (1.x inserted CONTEXT_ID_NOT_ZERO before it)
 BUFFER_CATEGORY_TRACING = 1
 AGENT_TYPE_GPU = 2
 AGENT_INFO_VERSION_0 = 1

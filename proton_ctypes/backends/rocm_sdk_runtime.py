@@ -21,7 +21,9 @@ records out (they are recycled after it returns) and enqueues them.
 """
 from __future__ import annotations
 
+import collections
 import ctypes
+import os
 import threading
 import time
 from typing import Callable, Dict, List, Optional
@@ -61,7 +63,7 @@ class SdkRuntime:
         self.sdk_dropped = 0
         self.discarded = 0
         self.python_context: Optional[Callable[[], int]] = None
-        self.ext_log: list = []
+        self.ext_log: collections.deque = collections.deque()
         self._pending: list = []
         self._lock = threading.Lock()
         self._client_name = b"proton_ctypes"
@@ -123,8 +125,9 @@ class SdkRuntime:
                      LOSSLESS, self._cb_buffer, None, ctypes.byref(self.buf[name]))
             sdk.call("rocprofiler_configure_buffer_tracing_service", ctx, api.BUFFER_TRACING_KERNEL_DISPATCH,
                      None, 0, self.buf[name])
-            sdk.call("rocprofiler_configure_buffer_tracing_service", ctx, api.BUFFER_TRACING_HIP_RUNTIME_API,
-                     ops, len(self.ops), self.buf[name])
+            if self.ops:   # (an empty list would mean "every HIP call")
+                sdk.call("rocprofiler_configure_buffer_tracing_service", ctx, api.BUFFER_TRACING_HIP_RUNTIME_API,
+                         ops, len(self.ops), self.buf[name])
         kinds = (ctypes.c_int * 1)(api.EXTERNAL_CORRELATION_REQUEST_HIP_RUNTIME_API)
         sdk.call("rocprofiler_configure_external_correlation_id_request_service", self.ctx["extcorr"],
                  kinds, 1, self._cb_extcorr, None)
@@ -159,7 +162,7 @@ class SdkRuntime:
                       AGENT_V0.itemsize, None)
         gpus = sorted((a for a in self.agents if a["type"] == api.AGENT_TYPE_GPU),
                       key=lambda a: a["logical_node_type_id"])
-        env = self.environ if self.environ is not None else __import__("os").environ
+        env = self.environ if self.environ is not None else os.environ
         visible = [t for t in env.get("ROCR_VISIBLE_DEVICES", "").replace(" ", ",").split(",") if t]
         for a in gpus:
             ordinal = a["logical_node_type_id"]
@@ -220,26 +223,35 @@ class SdkRuntime:
 
     # ------------------------------------------------------------------ control
     def activate(self, which: str) -> None:
-        """Make profiling context ``which`` the running one (contexts are never restarted:
-        Proton found the SDK does not re-intercept HIP after a stop/start cycle)."""
-        if self.running == which:
+        """Make profiling context ``which`` run. A started context is never stopped between
+        sessions (Proton found the SDK does not re-intercept HIP after a stop/start cycle);
+        ``extcorr`` does all ``timestamp`` does, so once running it stays."""
+        if self.running in (which, "extcorr"):
             return
         if self.running is not None:
             self.sdk.call("rocprofiler_stop_context", self.ctx[self.running])
         self.sdk.call("rocprofiler_start_context", self.ctx[which])
         self.running = which
 
-    def flush_buffer(self) -> None:
-        """``rocprofiler_flush_buffer`` on the running context's buffer (delivers synchronously)."""
-        if self.running is not None:
-            self.sdk.call("rocprofiler_flush_buffer", self.buf[self.running])
+    def flush_buffer(self, retries: int = 50) -> None:
+        """``rocprofiler_flush_buffer`` on the running context's buffer (delivers synchronously);
+        retried while the SDK answers BUFFER_BUSY (a watermark flush in progress)."""
+        if self.running is None:
+            return
+        for attempt in range(retries + 1):
+            try:
+                self.sdk.call("rocprofiler_flush_buffer", self.buf[self.running])
+                return
+            except api.RocprofilerError as e:
+                if "busy" not in e.text.lower() or attempt == retries:
+                    raise
+                time.sleep(0.001)
 
     def take(self):
         """Everything the callbacks queued since the last call: ``(buffers, extcorr log)``."""
         with self._lock:
             items, self._pending = self._pending, []
-        log, self.ext_log = self.ext_log, []
-        return items, log
+        return items, rocm_parse.drain(self.ext_log)
 
     def shutdown(self) -> None:
         """Stop every started context (process exit, tests)."""
@@ -276,6 +288,12 @@ def read_agent(addr: int) -> dict:
 
 _RUNTIMES: Dict[int, SdkRuntime] = {}
 _RUNTIMES_LOCK = threading.Lock()
+
+
+def forget(sdk: api.SdkLib) -> None:
+    """Drop the runtime of this library object (tests; the SDK itself cannot be re-configured)."""
+    with _RUNTIMES_LOCK:
+        _RUNTIMES.pop(id(sdk.lib), None)
 
 
 def runtime_for(sdk: api.SdkLib, **kwargs) -> SdkRuntime:

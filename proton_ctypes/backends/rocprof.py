@@ -17,6 +17,8 @@ The join itself (one round of waiting for a late launch record, ``invalid`` and
 """
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 from typing import Callable, Iterable, Optional
 
@@ -30,12 +32,31 @@ from .rocprof_layout import HIP_API_V0, HIP_API_V1, KERNEL_DISPATCH
 
 UNKNOWN_KERNEL = "<unknown>"
 MODES = ("pcsampling", "periodic_flushing")
+_KD_FIELDS = ("size", "corr_internal", "thread_id", "start", "end", "agent_id", "queue_id", "kernel_id")
+
+
+REGISTER_SONAME = "librocprofiler-register.so"
+
+
+def _open_sdk(path: str):
+    """``dlopen(path, RTLD_GLOBAL)`` after making librocprofiler-register globally visible
+    (mapped copy first, else the one beside the SDK): ROCm 7.2 needs it loaded globally
+    before the SDK, and Proton promotes both libraries in that order."""
+    here = os.path.dirname(path)
+    for reg in rocm_lib.mapped_paths(REGISTER_SONAME) + ([os.path.join(here, REGISTER_SONAME)] if here else []) + \
+            [REGISTER_SONAME]:
+        try:
+            ctypes.CDLL(reg, mode=ctypes.RTLD_GLOBAL)
+            break
+        except OSError:
+            continue
+    return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
 
 def load_rocprofiler(lib=None, environ=None) -> api.SdkLib:
     """Load librocprofiler-sdk (knobs, mapped copy, ROCm install; or the object ``lib``) and
     declare it. Raises ``RuntimeError("[PROTON] Could not load `librocprofiler-sdk.so`")``."""
-    loaded = rocm_lib.load_library(rocm_lib.ROCPROFILER_SDK_SONAME, lib=lib, environ=environ)
+    loaded = rocm_lib.load_library(rocm_lib.ROCPROFILER_SDK_SONAME, lib=lib, opener=_open_sdk, environ=environ)
     return api.SdkLib(loaded.lib, loaded.path, loaded.source)
 
 
@@ -103,12 +124,13 @@ class RocprofilerBackend:
         if not rt.initialized:
             raise RuntimeError("[PROTON] rocprofiler-sdk has not initialised the proton_ctypes tool")
         self.mode, self.mode_options = name, opts
+        rt.calibration = rocm_lib.calibrate(rt.sdk.timestamp)    # again: REALTIME may have been stepped
         override = rocm_lib.attribution_override(self._environ)
         ext = override == "extcorr" or python_context is not None or \
             (override != "timestamp" and not rt.calibration.agrees)
-        self.attribution = "extcorr" if ext else "timestamp"
         rt.python_context = python_context
-        rt.activate(self.attribution)
+        rt.activate("extcorr" if ext else "timestamp")
+        self.attribution = rt.running
         rt.accepting = False                 # forget what ran between sessions
         rt.flush_buffer()
         rt.take()
@@ -187,7 +209,7 @@ class RocprofilerBackend:
                 self._add_api(blob, offs[ha], off)
             kd = kind == api.BUFFER_TRACING_KERNEL_DISPATCH
             if kd.any():
-                parts.append(rocm_parse.gather(blob, offs[kd], KERNEL_DISPATCH))
+                parts.append(rocm_parse.gather(blob, offs[kd], KERNEL_DISPATCH, _KD_FIELDS))
         kd = np.concatenate(parts) if parts else np.zeros(0, dtype=KERNEL_DISPATCH)
         bad = kd["size"] < KERNEL_DISPATCH.itemsize
         if bad.any():
@@ -207,7 +229,7 @@ class RocprofilerBackend:
         sizes = rocm_parse.gather(blob, offs, np.dtype([("size", "<u8")]))["size"]
         for dt, sel in ((HIP_API_V0, sizes == HIP_API_V0.itemsize), (HIP_API_V1, sizes >= HIP_API_V1.itemsize)):
             if sel.any():
-                rec = rocm_parse.gather(blob, offs[sel], dt)
+                rec = rocm_parse.gather(blob, offs[sel], dt, ("corr_internal", "start", "thread_id"))
                 self._joiner.add_launches(rec["corr_internal"].astype(np.int64),
                                           rec["start"].astype(np.int64) + off, rec["thread_id"].astype(np.int64))
         self._parse_dropped += int(((sizes != HIP_API_V0.itemsize) & (sizes < HIP_API_V1.itemsize)).sum())

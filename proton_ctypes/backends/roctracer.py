@@ -18,6 +18,7 @@ launching thread -- a Python call per launch, used only then.
 """
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import threading
@@ -63,12 +64,13 @@ class RoctracerBackend:
         self.attribution = "timestamp"
         self.ops = {}
         self.device_offset = None
+        self.gpu_agents = []
         self.running = False
         self.tracer_dropped = 0
         self._parse_dropped = 0
         self._accepting = False
         self._python_context = None
-        self._pending, self._api_log = [], []
+        self._pending, self._api_log = [], collections.deque()
         self._lock = threading.Lock()
         self._flush_lock = threading.RLock()
         self._joiner = rocm_parse.KernelJoiner()
@@ -104,10 +106,10 @@ class RoctracerBackend:
             self.tracer = load_roctracer(self._lib_arg, self._environ)
         tr = self.tracer
         self.mode, self.mode_options = name, opts
-        if self.calibration is None:
-            self.calibration = rocm_lib.calibrate(tr.timestamp)
+        self.calibration = rocm_lib.calibrate(tr.timestamp)   # per session: REALTIME may have been stepped
         if self.device_offset is None:
-            self.device_offset = self._hsa_offset()
+            self.gpu_agents = self._hsa_agents()
+            self.device_offset = self.gpu_agents[0]["node_id"] if self.gpu_agents else 0
         self.ops = {n: op for n in rt_api.HIP_LAUNCH_OPERATIONS
                     if (op := tr.op_code(rt_api.ACTIVITY_DOMAIN_HIP_API, n)) is not None}
         override = rocm_lib.attribution_override(self._environ)
@@ -116,14 +118,19 @@ class RoctracerBackend:
         self.attribution = "extcorr" if ext else "timestamp"
         self._python_context = python_context
         self._joiner.reset()
-        self._pending, self._api_log = [], []
+        self._pending = []
+        self._api_log.clear()
         self._properties = rt_api.Properties(0, self._buffer_bytes, rt_api.ALLOCATOR(), None, self._cb_buffer, None)
         tr.call("roctracer_open_pool", ctypes.byref(self._properties))
-        for op in self.ops.values():
-            tr.call("roctracer_enable_op_activity", rt_api.ACTIVITY_DOMAIN_HIP_API, op)
-            if ext:
-                tr.call("roctracer_enable_op_callback", rt_api.ACTIVITY_DOMAIN_HIP_API, op, self._cb_api, None)
-        tr.call("roctracer_enable_domain_activity", rt_api.ACTIVITY_DOMAIN_HIP_OPS)
+        try:
+            for op in self.ops.values():
+                tr.call("roctracer_enable_op_activity", rt_api.ACTIVITY_DOMAIN_HIP_API, op)
+                if ext:
+                    tr.call("roctracer_enable_op_callback", rt_api.ACTIVITY_DOMAIN_HIP_API, op, self._cb_api, None)
+            tr.call("roctracer_enable_domain_activity", rt_api.ACTIVITY_DOMAIN_HIP_OPS)
+        except rt_api.RoctracerError:
+            self._disable(quiet=True)
+            raise
         self.sink = sink
         self._accepting = True
         tr.raw("roctracer_start")
@@ -146,23 +153,38 @@ class RoctracerBackend:
         if not self.running:
             return
         self._flush(sync=True, final=True)
-        tr = self.tracer
-        tr.raw("roctracer_stop")
+        self.tracer.raw("roctracer_stop")
         self._accepting = False
-        if self.attribution == "extcorr":
-            for op in self.ops.values():
-                tr.call("roctracer_disable_op_callback", rt_api.ACTIVITY_DOMAIN_HIP_API, op)
-        tr.call("roctracer_disable_domain_activity", rt_api.ACTIVITY_DOMAIN_HIP_OPS)
-        for op in self.ops.values():
-            tr.call("roctracer_disable_op_activity", rt_api.ACTIVITY_DOMAIN_HIP_API, op)
-        tr.call("roctracer_close_pool")
+        self._disable(quiet=False)
         self.running = False
         self.sink = None
         self._python_context = None
 
+    def _disable(self, quiet: bool) -> None:
+        """Undo what start() enabled, then close the pool (``quiet``: ignore failures)."""
+        tr, hip_api = self.tracer, rt_api.ACTIVITY_DOMAIN_HIP_API
+        steps = [("roctracer_disable_op_callback", hip_api, op) for op in self.ops.values()
+                 if self.attribution == "extcorr"]
+        steps += [("roctracer_disable_domain_activity", rt_api.ACTIVITY_DOMAIN_HIP_OPS)]
+        steps += [("roctracer_disable_op_activity", hip_api, op) for op in self.ops.values()]
+        steps += [("roctracer_close_pool",)]
+        for step in steps:
+            try:
+                tr.call(*step)
+            except rt_api.RoctracerError:
+                if not quiet:
+                    raise
+
     def device_info(self, devices: Iterable[int]) -> dict:
-        """``{"HIP": {"0": {...}}}`` through hip-python (``{}`` entries when it is absent)."""
-        out = {str(d): rocm_devices.hip_device_info(d, self._hip) or {} for d in sorted(set(int(x) for x in devices))}
+        """``{"HIP": {"0": {arch, bus_width, clock_rate, memory_clock_rate, num_sms}}}`` through
+        hip-python, else from the HSA agents (``{}`` if none)."""
+        by_dev = {a["node_id"] - (self.device_offset or 0): a for a in self.gpu_agents}
+        out = {}
+        for d in sorted(set(int(x) for x in devices)):
+            info = rocm_devices.hip_device_info(d, self._hip)
+            if info is None and d in by_dev:
+                info = rocm_devices.agent_device_info(by_dev[d])
+            out[str(d)] = info if info is not None else {}
         return {"HIP": out} if out else {}
 
     # ------------------------------------------------------------------ callbacks
@@ -189,11 +211,11 @@ class RoctracerBackend:
             pass
 
     # ------------------------------------------------------------------ work
-    def _hsa_offset(self) -> int:
+    def _hsa_agents(self) -> list:
         try:
-            return rocm_hsa.min_gpu_node_id(rocm_hsa.load_hsa(self._hsa_arg, self._environ))
+            return rocm_hsa.gpu_agents(rocm_hsa.load_hsa(self._hsa_arg, self._environ))
         except Exception:
-            return 0
+            return []
 
     def _periodic(self) -> None:
         while not self._timer_stop.wait(self.flush_interval_s):
@@ -211,7 +233,7 @@ class RoctracerBackend:
             self.tracer.call("roctracer_flush_activity")
             with self._lock:
                 blobs, self._pending = self._pending, []
-            log, self._api_log = self._api_log, []
+            log = rocm_parse.drain(self._api_log)
             batch = self._parse(blobs, log, final)
             sink = self.sink
         if sink is not None and len(batch):

@@ -13,7 +13,7 @@ from .host import HostBackend
 KNOWN = ("cupti", "rocprofiler", "roctracer", "instrumentation", "host")
 
 #: display names used in Proton's mode errors
-PROFILER_NAMES = {"cupti": "CuptiProfiler", "rocprofiler": "RocprofilerProfiler",
+PROFILER_NAMES = {"cupti": "CuptiProfiler", "rocprofiler": "RocprofSDKProfiler",
                   "roctracer": "RoctracerProfiler", "host": "HostProfiler", "mock": "CuptiProfiler",
                   "instrumentation": "InstrumentationProfiler"}
 
@@ -30,6 +30,12 @@ _warned = False
 def register(name: str, factory) -> None:
     """Make ``backend=name`` available (used for test doubles)."""
     _factories[name] = factory
+    _instances.pop(name, None)
+
+
+def unregister(name: str) -> None:
+    """Forget a backend registered with :func:`register` (its instance too)."""
+    _factories.pop(name, None)
     _instances.pop(name, None)
 
 
@@ -101,7 +107,7 @@ def validate_mode(backend: str, mode: str) -> None:
     base = parts[0]
     prof = PROFILER_NAMES.get(backend, backend)
     if base not in MODES.get(backend, ()):
-        raise ValueError(f"[PROTON] {prof}: unsupported mode: {mode}")
+        raise ValueError(f"[PROTON] {prof}: unsupported mode: {base}")
     if base == "periodic_flushing":
         periodic_format(backend, mode)
 

@@ -1,19 +1,31 @@
 """The ``proton-viewer`` command line (``main``), option for option compatible with Proton 3.9's viewer.
 
-Extras beyond Proton: ``-diff`` matched by call path (see :mod:`.diff`), ``--fail-if`` (see :mod:`.gate`),
-``-f json`` (see :mod:`.jsonout`), ``--html`` (see :mod:`.html`), reading ``.hatchet_msgpack`` files, and
-one-line errors: ``main`` catches every exception and prints ``<ExceptionType>: <message>`` to stderr
-with exit code 1 (so Proton's messages, e.g. ``RuntimeError: Metric foo is not found. …``, still appear).
+Same output as Proton 3.9 byte for byte, except where we deliberately differ (spec §0.3):
+
+* ``-m x`` on a ROOT metric already named ``x (inc)`` shows it (Proton: ``KeyError`` on ``x (inc) (inc)``);
+* ``-f file_function`` prints ROOT as ``ROOT`` (Proton: ``ROOT@ROOT``);
+* ``-diff`` compares nodes matched by call path (Proton: ``nan`` wherever the trees differ), see
+  :mod:`.diff`;
+* ``-i``/``-e`` take the regular expression as given (Proton evaluates it inside a Python string
+  literal, so ``\\`` escapes, quotes and braces misbehave), see :mod:`.filters`;
+* errors never show a traceback: ``main`` prints ``<ExceptionType>: <message>`` on one line to stderr
+  and returns 1, so Proton's messages (``RuntimeError: Metric foo is not found. …``) still appear;
+  unreadable files raise :class:`~.read.ProfileFormatError` (Proton: a ``json`` or ``KeyError``
+  traceback); usage errors are one line too (exit code 2).
+
+Extras: ``.hatchet_msgpack`` input, ``--fail-if`` (see :mod:`.gate`), ``-f json`` (see :mod:`.jsonout`),
+``--html`` (see :mod:`.html`).
 """
 
 import argparse
+import os
 import sys
 
 from . import gate as gate_mod
 from .filters import filter_frames
 from .metrics import derive_metrics, metric_label
 from .read import read, read_raw
-from .render import FRAME_FORMATS, print_profile
+from .render import FRAME_FORMATS, format_names, print_profile
 
 _LIST_HELP = """List the metrics of the profile and exit. Names are case insensitive, units are ignored.
 Derived metrics (when their sources exist):
@@ -30,7 +42,7 @@ _FAIL_IF_HELP = """Regression gate (needs -diff). Exit with code 1 and name the 
 Repeat the option or separate rules with commas. Grammar:
   RULE  := [node: | total:] METRIC OP LIMIT
   OP    := '>' (fails when the change is larger) | '<' (fails when it is smaller)
-  LIMIT := signed number (absolute change, METRIC's unit) or signed number followed by '%'
+  LIMIT := signed number (absolute change, METRIC's unit) or signed number followed by '%%'
            (change relative to the base value)
 'node:' (default) checks every node of the tree, 'total:' only the root.
 Change = value in FILE minus value in the -diff (base) profile; a node missing on one side counts 0.
@@ -38,9 +50,18 @@ Examples: --fail-if 'time/ns>+5%%'  --fail-if 'total:time/ns>+1000,tflop32/s<-10
 """
 
 
+class UsageError(Exception):
+    """A bad command line (reported as one line, exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
 def build_parser():
     """Return the argument parser (Proton's options plus ours)."""
-    p = argparse.ArgumentParser(prog="proton-viewer", formatter_class=argparse.RawTextHelpFormatter,
+    p = _Parser(prog="proton-viewer", formatter_class=argparse.RawTextHelpFormatter,
                                 description="Show a Proton profile (.hatchet or .hatchet_msgpack) as a tree.",
                                 usage="proton-viewer [options] FILE")
     p.add_argument("-l", "--list", action="store_true", help=_LIST_HELP)
@@ -111,7 +132,7 @@ def run(args, path, write, err):
     profile, columns = parse(metrics, path, args.include, args.exclude, args.threshold)
     if args.html:
         from .html import write_report
-        write_report(args.html, profile, columns, args.depth, title=path)
+        write_report(args.html, profile, columns, args.depth, title=path, names=format_names(profile, args.format))
     if args.format == "json":
         from .jsonout import profile_json
         write(profile_json(profile, columns, args.depth, args.print_sorted) + "\n")
@@ -136,11 +157,19 @@ def main(argv=None):
         if len(rest) != 1:
             raise AssertionError("Must specify a file to read")
         return run(args, rest[0], out.write, err.write)
-    except SystemExit as e:  # argparse: --help (0) or a usage error (2, message already printed)
+    except UsageError as e:
+        err.write(f"proton-viewer: error: {e} (see --help)\n")
+        return 2
+    except SystemExit as e:  # argparse's --help
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # e.g. `proton-viewer ... | head`: stop quietly
+        if out is sys.__stdout__:
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # no second error at exit
+            except OSError:
+                pass
         return 1
     except Exception as e:  # noqa: BLE001 - the viewer never shows a traceback
         try:

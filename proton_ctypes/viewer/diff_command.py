@@ -2,6 +2,7 @@
 
 from .diff import build_diff, diff_lines, sorted_diff_lines
 from .gate import evaluate, report
+from .render import format_names
 
 
 def run_diff(args, path, metrics, rules, write, err, parse):
@@ -17,7 +18,8 @@ def run_diff(args, path, metrics, rules, write, err, parse):
     shown = len(metrics)
     if args.html:
         from .html import write_diff_report
-        write_diff_report(args.html, tree, shown, args.depth, new_label=path, base_label=args.diff_profile)
+        write_diff_report(args.html, tree, shown, args.depth, new_label=path, base_label=args.diff_profile,
+                          names=format_names(tree, args.format))
     if args.format == "json":
         from .jsonout import diff_json
         write(diff_json(tree, shown, args.depth, args.print_sorted) + "\n")

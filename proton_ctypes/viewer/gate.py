@@ -14,6 +14,11 @@ Nodes whose change is ``nan`` (the metric is missing there) never cross.
 
 Examples: ``time/ns>+5%`` (any node more than 5 % slower), ``total:time/ns>+1000`` (total time grew by
 more than 1000 ns), ``tflop32/s<-10%`` (a node lost more than 10 % of its throughput).
+
+The tree (or JSON) is printed on stdout as usual; the verdict goes to stderr, either
+``proton-viewer: --fail-if: passed (N rules)`` (exit code 0) or
+``proton-viewer: --fail-if: FAILED, K node(s) crossed`` followed by one line per crossing,
+``  <rule>: ROOT / a / b[ [new]|[gone]]: <base> -> <new> (<Δ>, <Δ%>)`` (exit code 1).
 """
 
 import math
@@ -50,6 +55,9 @@ def parse_rule(text):
         raise ValueError(f"bad --fail-if rule {text.strip()!r}: expected [node:|total:]METRIC>LIMIT or "
                          "METRIC<LIMIT, LIMIT a signed number, optionally followed by %")
     scope, metric, op, number, pct = m.groups()
+    if ":" in metric:
+        raise ValueError(f"bad --fail-if rule {text.strip()!r}: unknown scope {metric.split(':')[0].strip()!r} "
+                         "(use node: or total:)")
     return Rule(text.strip(), scope or "node", metric, op, float(number), pct == "%")
 
 
@@ -100,6 +108,6 @@ def report(crossings, n_rules, write):
     write(f"proton-viewer: --fail-if: FAILED, {len(crossings)} node(s) crossed\n")
     for c in crossings:
         marker = f" [{c.status}]" if c.status != "both" else ""
-        write(f"  {c.rule.text}: {'/'.join(c.path)}{marker}: {fmt_value(c.base)} -> {fmt_value(c.new)} "
+        write(f"  {c.rule.text}: {' / '.join(c.path)}{marker}: {fmt_value(c.base)} -> {fmt_value(c.new)} "
               f"({fmt_delta(c.delta)}, {fmt_pct(c.delta_pct)})\n")
     return 1

@@ -111,7 +111,7 @@ def _nansum(values):
 
 
 def _derive_one(profile, metric):
-    """Compute one derived metric; return (column name, is_inclusive)."""
+    """Compute one derived metric (adding its column to ``profile``); return the column name."""
     if metric == "util":
         profile.columns["util"] = _utilization(profile)
         return "util"

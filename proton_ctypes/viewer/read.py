@@ -8,13 +8,18 @@ children were all removed.  Metric columns are the union of all metric keys, in 
 the metrics of ROOT are the profile's "inclusive" metrics and get ``<m> (inc)`` subtree sums.
 """
 
+import gc
 import json
+import sys
+from contextlib import contextmanager
 
+from . import msgpack_deep
 from .rollup import update_inclusive_columns
 from .tree import NAME, Profile, frame_sort_key, to_column
 
 METADATA_SCOPE = "__proton_launch_metadata"
 METADATA_PREFIX = METADATA_SCOPE + ":"
+_NESTING_LIMIT = 20000
 
 
 class ProfileFormatError(ValueError):
@@ -32,52 +37,100 @@ def load_document(path):
         raise ProfileFormatError(f"{path}: empty file")
     head = data.lstrip()[:1]
     if head in (b"[", b"{"):
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, _NESTING_LIMIT))  # json nests ~3 levels per tree level
         try:
             return json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise ProfileFormatError(f"{path}: truncated or invalid JSON ({e})") from None
+        except RecursionError:
+            raise ProfileFormatError(f"{path}: the tree is nested too deeply to be read") from None
+        finally:
+            sys.setrecursionlimit(limit)
+    import msgpack
     try:
-        import msgpack
         return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except msgpack.exceptions.StackError:
+        pass  # deeper than msgpack's C stack: decode it in Python below
     except Exception as e:  # msgpack raises several unrelated types for bad input
+        raise ProfileFormatError(f"{path}: neither JSON nor a valid MessagePack profile ({e})") from None
+    try:
+        return msgpack_deep.unpackb(data)
+    except (ValueError, TypeError) as e:
         raise ProfileFormatError(f"{path}: neither JSON nor a valid MessagePack profile ({e})") from None
 
 
-def _check_node(node, path):
-    if not isinstance(node, dict) or not isinstance(node.get("frame"), dict):
-        raise ProfileFormatError(f"{path}: not a Proton profile (a node has no 'frame')")
-    if not isinstance(node.get("metrics", {}), dict) or not isinstance(node.get("children", []), list):
-        raise ProfileFormatError(f"{path}: not a Proton profile (bad 'metrics' or 'children')")
+def _bad(path, why):
+    return ProfileFormatError(f"{path}: not a Proton profile ({why})")
+
+
+def flatten(root, path="<profile>"):
+    """List the nodes of the tree in file pre-order; return ``(nodes, parent, n_children)``.
+
+    Iterative, so very deep trees do not hit Python's recursion limit.
+    """
+    nodes, parent, n_children = [], [], []
+    stack, up_stack = [root], [-1]
+    while stack:
+        node = stack.pop()
+        up = up_stack.pop()
+        if type(node) is not dict or type(node.get("frame")) is not dict:
+            raise _bad(path, "a node has no 'frame'")
+        here = len(nodes)
+        nodes.append(node)
+        parent.append(up)
+        children = node.get("children")
+        if children:
+            if type(children) is not list:
+                raise _bad(path, "'children' is not a list")
+            stack.extend(reversed(children))
+            up_stack.extend([here] * len(children))
+        n_children.append(len(children) if children else 0)
+        metrics = node.get("metrics")
+        if metrics is not None and type(metrics) is not dict:
+            raise _bad(path, "'metrics' is not an object")
+    return nodes, parent, n_children
 
 
 def _is_metadata(name):
     return name == METADATA_SCOPE or (isinstance(name, str) and name.startswith(METADATA_PREFIX))
 
 
-def remove_frames(root, path="<profile>"):
-    """Return the tree without metadata frames and empty nodes (see the module docstring), or None.
-
-    The input is not modified; kept nodes are returned as ``(node_dict, [kept children])`` pairs.
-    Iterative, so very deep trees do not hit Python's recursion limit.
-    """
-    result = {}
-    stack = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if not expanded:
-            _check_node(node, path)
-            name = node["frame"].get("name")
-            children = node.get("children", [])
-            if _is_metadata(name) or (not node.get("metrics") and not children):
-                result[id(node)] = None
-                continue
-            stack.append((node, True))
-            stack.extend((child, False) for child in children)
+def kept_nodes(nodes, parent, n_children):
+    """Which nodes survive Proton's frame removal (see the module docstring), as a list of booleans."""
+    n = len(nodes)
+    alive, kept_children = [False] * n, [0] * n
+    for i in range(n - 1, -1, -1):  # reverse pre-order: children before their parent
+        node = nodes[i]
+        if _is_metadata(node["frame"].get("name")) or (not node.get("metrics") and not n_children[i]):
             continue
-        children = node.get("children", [])
-        kept = [result[id(c)] for c in children if result[id(c)] is not None]
-        result[id(node)] = (node, kept) if kept or not children else None
-    return result[id(root)]
+        if kept_children[i] or not n_children[i]:
+            alive[i] = True
+            if parent[i] >= 0:
+                kept_children[parent[i]] += 1
+    for i in range(1, n):  # a node below a removed one goes with it
+        if alive[i] and not alive[parent[i]]:
+            alive[i] = False
+    return alive
+
+
+def _display_order(nodes, parent, alive):
+    """Rows in display order (pre-order, children sorted by frame) with each row's depth."""
+    kids = [[] for _ in nodes]
+    for i in range(1, len(nodes)):
+        if alive[i]:
+            kids[parent[i]].append(i)
+    order, depth = [], []
+    stack = [(0, 0)]
+    while stack:
+        i, d = stack.pop()
+        order.append(i)
+        depth.append(d)
+        children = kids[i]
+        if len(children) > 1:
+            children = sorted(children, key=lambda k: frame_sort_key(nodes[k]["frame"]))
+        stack.extend((k, d + 1) for k in reversed(children))
+    return order, depth, kids
 
 
 def build_profile(document, path="<profile>"):
@@ -86,67 +139,57 @@ def build_profile(document, path="<profile>"):
         raise ProfileFormatError(f"{path}: not a Proton profile (expected [tree, device_info])")
     device_info = document[1] if len(document) > 1 else {}
     if not isinstance(device_info, dict):
-        raise ProfileFormatError(f"{path}: not a Proton profile (device info is not an object)")
-    pruned = remove_frames(document[0], path)
-    if pruned is None:
+        raise _bad(path, "the device info is not an object")
+    nodes, file_parent, n_children = flatten(document[0], path)
+    alive = kept_nodes(nodes, file_parent, n_children)
+    if not alive[0]:
         raise ProfileFormatError(f"{path}: the profile holds no data (no frame has metrics)")
-
-    # File-order pre-order walk: node records and first-appearance column order.
-    records, file_parent = [], []
-    stack = [(pruned, -1)]
-    while stack:
-        (node, kept), up = stack.pop()
-        records.append((node, kept))
-        file_parent.append(up)
-        here = len(records) - 1
-        stack.extend((child, here) for child in reversed(kept))
-    index_of = {id(rec[0]): i for i, rec in enumerate(records)}
-
-    # Display order: pre-order with children sorted by frame (stable for equal frames).
-    order, depth_of = [], {}
-    stack = [(0, 0)]
-    while stack:
-        i, d = stack.pop()
-        order.append(i)
-        depth_of[i] = d
-        kids = [index_of[id(c[0])] for c in records[i][1]]
-        kids.sort(key=lambda k: frame_sort_key(records[k][0]["frame"]))
-        stack.extend((k, d + 1) for k in reversed(kids))
+    order, depth, kids = _display_order(nodes, file_parent, alive)
     row_of = {i: row for row, i in enumerate(order)}
 
-    names, parent, children, depth = [], [], [], []
-    metrics = []
+    names, metrics = [], []
     for i in order:
-        node, kept = records[i]
+        node = nodes[i]
         name = node["frame"].get("name")
         names.append(name if isinstance(name, str) else ("" if name is None else str(name)))
-        parent.append(row_of[file_parent[i]] if file_parent[i] >= 0 else -1)
-        children.append([row_of[index_of[id(c[0])]] for c in kept])
-        depth.append(depth_of[i])
         metrics.append(node.get("metrics") or {})
+    parent = [row_of[file_parent[i]] if file_parent[i] >= 0 else -1 for i in order]
+    children = [[row_of[k] for k in kids[i]] for i in order]
 
     keys = {}
-    for i in range(len(records)):
-        for key in records[i][0].get("metrics") or {}:
-            keys.setdefault(key, None)
-    columns = {}
-    for key in keys:
-        if key == NAME:
-            continue
-        columns[key] = to_column([m.get(key) for m in metrics])
+    for i, flag in enumerate(alive):  # columns in order of first appearance in the file
+        if flag and nodes[i].get("metrics"):
+            keys.update(nodes[i]["metrics"])
+    if any(type(key) is not str for key in keys):
+        raise _bad(path, "a metric name is not a string")
+    columns = {key: to_column([m.get(key) for m in metrics]) for key in keys if key != NAME}
 
     profile = Profile(names, parent, children, depth, columns, device_info)
-    root_keys = [k for k in (records[0][0].get("metrics") or {}) if k != NAME]
+    root_keys = [k for k in metrics[0] if k != NAME]
     profile.exc_metrics = [k for k in root_keys if "(inc)" not in k]
     profile.inc_metrics = [k for k in root_keys if "(inc)" in k]
     profile.root_metrics = profile.exc_metrics + profile.inc_metrics
     profile.other_metrics = [NAME] + [k for k in columns if k not in root_keys]
+    profile.file_metrics = list(columns)
     return profile
+
+
+@contextmanager
+def _no_gc():
+    # Decoding builds hundreds of thousands of acyclic dicts: the cyclic GC only slows that down.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def read_raw(path):
     """Read ``path`` into a Profile without the inclusive roll-up (what ``--list`` shows)."""
-    return build_profile(load_document(path), path)
+    with _no_gc():
+        return build_profile(load_document(path), path)
 
 
 def read(path):

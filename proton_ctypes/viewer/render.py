@@ -56,7 +56,7 @@ def tree_lines(profile, cell, names, depth, suffixes=None):
             continue
         tail = suffixes[row] if suffixes else ""
         yield f"{indent}{cell(row)} {names[row]}{tail}\n"
-        children = kids[row]
+        children = kids[row] if profile.depth[row] + 1 < depth else ()
         for i in range(len(children) - 1, -1, -1):
             if i == len(children) - 1:
                 stack.append((children[i], child_indent + "└─ ", child_indent + "   "))

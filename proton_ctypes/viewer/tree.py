@@ -15,7 +15,6 @@ float addition is not associative, so the order is part of the result.
 import numpy as np
 
 NAME = "name"
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class Profile:
@@ -32,6 +31,7 @@ class Profile:
         self.other_metrics = []  # every other column, "name" first: the viewer's "exclusive" list
         self.exc_metrics = []  # hatchet's exc_metrics: rolled up into "<m> (inc)" after every filter
         self.inc_metrics = []  # hatchet's inc_metrics
+        self.file_metrics = []  # the metric keys found in the file (no derived or roll-up columns)
 
     def __len__(self):
         return len(self.names)
@@ -65,13 +65,14 @@ class Profile:
         parent = [new_index.get(self.parent[row], -1) for row in rows]
         children = [[new_index[c] for c in self.children[row] if c in new_index] for row in rows]
         take = np.array(rows, dtype=np.intp)
-        columns = {key: values[take] for key, values in self.columns.items()}
+        columns = {key: reinfer(values[take]) for key, values in self.columns.items()}
         sub = Profile([self.names[row] for row in rows], parent, children, [self.depth[row] for row in rows],
                       columns, self.device_info)
         sub.root_metrics = list(self.root_metrics)
         sub.other_metrics = list(self.other_metrics)
         sub.exc_metrics = list(self.exc_metrics)
         sub.inc_metrics = list(self.inc_metrics)
+        sub.file_metrics = list(self.file_metrics)
         return sub
 
 
@@ -79,31 +80,40 @@ def frame_sort_key(frame):
     """Hatchet's order for sibling frames: the sorted (attribute, value) pairs of the frame."""
     attrs = dict(frame)
     attrs.setdefault("type", "None")
-    return tuple(sorted(attrs.items()))
+    return tuple(sorted((str(k), v if isinstance(v, str) else str(v)) for k, v in attrs.items()))
 
 
 def to_column(values):
     """Turn per-row Python values (``None`` = absent) into a column with pandas' dtype inference."""
-    kinds = set()
-    for value in values:
-        if value is None:
-            kinds.add("none")
-        elif isinstance(value, bool):
-            kinds.add("object")
-        elif isinstance(value, int):
-            kinds.add("int" if _INT64_MIN <= value <= _INT64_MAX else "object")
-        elif isinstance(value, float):
-            kinds.add("float")
-        else:
-            kinds.add("object")
-    if kinds == {"int"}:
-        return np.array(values, dtype=np.int64)
-    if kinds <= {"int", "float", "none"}:
-        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    types = set(map(type, values))
+    if types == {int}:
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            pass
+    elif types <= {int, float, type(None)}:
+        return np.array(values, dtype=np.float64)  # None becomes nan
     out = np.empty(len(values), dtype=object)
-    for row, value in enumerate(values):
-        out[row] = np.nan if value is None else value
+    out[:] = [np.nan if v is None else v for v in values]
     return out
+
+
+def reinfer(values):
+    """Re-infer the dtype of an object column after rows were dropped, as pandas' group-by does.
+
+    An object column left with only numbers or missing values becomes numeric (all ``nan`` -> float64).
+    """
+    if values.dtype != object:
+        return values
+    types = set(map(type, values.tolist()))
+    if types == {int}:
+        try:
+            return values.astype(np.int64)
+        except OverflowError:
+            return values
+    if types and types <= {int, float}:
+        return values.astype(np.float64)
+    return values
 
 
 def is_numeric(values):

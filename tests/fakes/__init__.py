@@ -1,0 +1,1 @@
+"""Fake vendor libraries for CPU tests (fake libcupti: :mod:`fakes.fake_cupti`)."""

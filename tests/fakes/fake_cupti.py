@@ -1,0 +1,549 @@
+"""A fake libcupti for CPU tests (gpu-backends.md §8).
+
+:class:`FakeCupti` exposes the CUPTI C function names with the same calling convention
+(ctypes objects passed by reference, int result codes) and writes activity records, in
+the real byte layout, into the buffers the backend hands out through its *request*
+callback.  Completed buffers go back through the *complete* callback on a separate
+thread, as CUPTI does; a partially filled buffer only on ``cuptiActivityFlushAll``.
+
+The record layouts are ``struct`` formats written here from ``layout_check.c`` output
+(offsetof on the CUPTI 12.8 headers); this module never imports the backend's
+``cupti_layout``, so a wrong offset cannot pass on both sides.
+
+Test-side driving API: :meth:`FakeCupti.launch`, :meth:`capture`, :meth:`instantiate`,
+:meth:`replay`, :meth:`complete_kernels`.  Knobs: ``multiple_subscribers``,
+``drop_records``, ``clock_offset_ns``, ``record_size``, ``api_record_mode``
+(``"real"`` or ``"none"``), ``defer_kernels``, ``fail`` (function name -> result code).
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import queue
+import struct
+import threading
+import time
+
+# ------------------------------------------------------------------ layouts (from layout_check.c output)
+# CUpti_ActivityKernel9 prefix up to graphId (160 bytes); the rest of the record is zero.
+KERNEL_FORMAT = struct.Struct(
+    "<I"     # 0   kind
+    "BBH"    # 4   cacheConfig, sharedMemoryConfig, registersPerThread
+    "II"     # 8   partitionedGlobalCacheRequested / Executed
+    "QQQ"    # 16  start, end, completed
+    "III"    # 40  deviceId, contextId, streamId
+    "iii"    # 52  gridX, gridY, gridZ
+    "iii"    # 64  blockX, blockY, blockZ
+    "ii"     # 76  staticSharedMemory, dynamicSharedMemory
+    "II"     # 84  localMemoryPerThread, localMemoryTotal
+    "I"      # 92  correlationId
+    "q"      # 96  gridId
+    "Q"      # 104 name
+    "Q"      # 112 reserved0
+    "QQ"     # 120 queued, submitted
+    "BBBB"   # 136 launchType, isSharedMemoryCarveoutRequested, sharedMemoryCarveoutRequested, padding
+    "I"      # 140 sharedMemoryExecuted
+    "Q"      # 144 graphNodeId
+    "I"      # 152 shmemLimitConfig
+    "I")     # 156 graphId
+API_FORMAT = struct.Struct("<IIQQIIII")          # kind cbid start end processId threadId correlationId returnValue
+EXTCORR_FORMAT = struct.Struct("<IIQI4x")        # kind externalKind externalId correlationId
+CALLBACK_DATA_FORMAT = struct.Struct("<i4xQQQQQI4xQI4x")   # CUpti_CallbackData, 72 bytes
+RESOURCE_DATA_FORMAT = struct.Struct("<QQQ")               # context, resourceHandle, resourceDescriptor
+GRAPH_DATA_FORMAT = struct.Struct("<QQQQi4xQQ")            # graph, originalGraph, node, originalNode, nodeType, dependency, graphExec
+
+#: Offsets of the fields above, for the header cross-check test.
+KERNEL_OFFSETS = {"kind": 0, "start": 16, "end": 24, "completed": 32, "deviceId": 40, "contextId": 44,
+                  "streamId": 48, "gridX": 52, "blockX": 64, "staticSharedMemory": 76, "correlationId": 92,
+                  "gridId": 96, "name": 104, "queued": 120, "submitted": 128, "launchType": 136,
+                  "graphNodeId": 144, "graphId": 156}
+
+KIND_DRIVER, KIND_RUNTIME, KIND_KERNEL, KIND_EXTCORR = 4, 5, 10, 39
+KNOWN_KINDS = {1, 2, 3, KIND_DRIVER, KIND_RUNTIME, KIND_KERNEL, KIND_EXTCORR}
+DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE = 1, 2, 3
+CBID_GRAPHNODE_CREATED, CBID_GRAPHNODE_CLONED, CBID_GRAPH_CREATED = 13, 20, 9
+CU_LAUNCH_KERNEL, CU_LAUNCH_KERNEL_EX, CU_GRAPH_LAUNCH, CUDA_LAUNCH_KERNEL = 307, 652, 514, 211
+EXISTING_DRIVER_CBIDS = range(1, 720)
+EXISTING_RUNTIME_CBIDS = range(1, 480)
+
+RESULT_STRINGS = {
+    0: b"CUPTI_SUCCESS", 1: b"CUPTI_ERROR_INVALID_PARAMETER", 12: b"CUPTI_ERROR_MAX_LIMIT_REACHED",
+    15: b"CUPTI_ERROR_NOT_INITIALIZED", 21: b"CUPTI_ERROR_INVALID_KIND",
+    39: b"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", 999: b"CUPTI_ERROR_UNKNOWN",
+}
+
+
+def _obj(arg):
+    """The ctypes object behind ``byref(x)`` / ``pointer(x)`` / ``x``."""
+    if hasattr(arg, "_obj"):
+        return arg._obj
+    if hasattr(arg, "contents"):
+        return arg.contents
+    return arg
+
+
+class FakeGraph:
+    """A captured graph or an instantiated executable graph: its id and node (handle, id) pairs."""
+
+    def __init__(self, graph_id, nodes, names):
+        self.graph_id = graph_id
+        self.nodes = nodes          # [(handle, node_id)]
+        self.names = names
+
+
+class FakeCupti:
+    """Stands in for ``ctypes.CDLL("libcupti.so")``; see the module docstring."""
+
+    def __init__(self, version=130001, record_size=None, multiple_subscribers=False, drop_records=0,
+                 clock_offset_ns=0, api_record_mode="real", defer_kernels=False, fail=None):
+        self.version = version
+        self.record_size = record_size or (216 if version >= 130000 else 208)
+        self.multiple_subscribers = multiple_subscribers
+        self.drop_records = drop_records
+        self.clock_offset_ns = clock_offset_ns
+        self.api_record_mode = api_record_mode
+        self.defer_kernels = defer_kernels
+        self.fail = dict(fail or {})
+        self.calls = {}
+        self.kinds = set()
+        self.api_filter = {KIND_DRIVER: {}, KIND_RUNTIME: {}}
+        self.thread_id_type = 0
+        self.request = self.complete = None
+        self.subscriber = None
+        self.enabled_callbacks = set()
+        self.dropped = 0
+        self._corr = itertools.count(1)
+        self._handles = itertools.count(0x7000_0000)
+        self._graph_ids = itertools.count(1)
+        self._node_ids = {}
+        self._names = {}
+        self._keep = []
+        self._ext_stacks = {}
+        self._deferred = []
+        self._buf = None           # [address, size, used]
+        self._lock = threading.RLock()
+        self._queue = queue.Queue()
+        self._worker = threading.Thread(target=self._complete_worker, name="fake-cupti-worker", daemon=True)
+        self._worker.start()
+        self.complete_threads = set()
+
+    # ================================================================== C API
+    def _enter(self, name):
+        self.calls[name] = self.calls.get(name, 0) + 1
+        return self.fail.get(name, 0)
+
+    def cuptiGetVersion(self, p_version):
+        _obj(p_version).value = self.version
+        return self._enter("cuptiGetVersion")
+
+    def cuptiGetResultString(self, code, p_text):
+        text = RESULT_STRINGS.get(int(code), b"CUPTI_ERROR_UNKNOWN")
+        _obj(p_text).value = text
+        return 0
+
+    def cuptiGetTimestamp(self, p_stamp):
+        _obj(p_stamp).value = self._now()
+        return self._enter("cuptiGetTimestamp")
+
+    def cuptiSetThreadIdType(self, kind):
+        self.thread_id_type = int(kind)
+        return self._enter("cuptiSetThreadIdType")
+
+    def cuptiActivityRegisterCallbacks(self, request, complete):
+        self.request, self.complete = request, complete
+        return self._enter("cuptiActivityRegisterCallbacks")
+
+    def cuptiActivityEnable(self, kind):
+        code = self._enter("cuptiActivityEnable")
+        if code:
+            return code
+        if int(kind) not in KNOWN_KINDS:
+            return 21
+        self.kinds.add(int(kind))
+        if kind in self.api_filter:
+            self.api_filter[kind] = {}          # enabling a kind resets its per-cbid filter (CUPTI 13.0)
+        return 0
+
+    def cuptiActivityDisable(self, kind):
+        self.kinds.discard(int(kind))
+        return self._enter("cuptiActivityDisable")
+
+    def cuptiActivityEnableDriverApi(self, cbid, enable):
+        return self._enable_api(KIND_DRIVER, cbid, enable, EXISTING_DRIVER_CBIDS, "cuptiActivityEnableDriverApi")
+
+    def cuptiActivityEnableRuntimeApi(self, cbid, enable):
+        return self._enable_api(KIND_RUNTIME, cbid, enable, EXISTING_RUNTIME_CBIDS, "cuptiActivityEnableRuntimeApi")
+
+    def _enable_api(self, kind, cbid, enable, existing, name):
+        code = self._enter(name)
+        if code:
+            return code
+        if int(cbid) not in existing:
+            return 1
+        self.api_filter[kind][int(cbid)] = bool(enable)
+        return 0
+
+    def cuptiActivityFlushAll(self, flag):
+        code = self._enter("cuptiActivityFlushAll")
+        if code:
+            return code
+        with self._lock:
+            self._write_deferred()
+            if self._buf is not None and self._buf[2]:
+                self._queue.put(tuple(self._buf))
+                self._buf = None
+        self._queue.join()
+        return 0
+
+    def cuptiActivityGetNextRecord(self, buffer, valid, p_record):
+        record = _obj(p_record)
+        if record.value is None:
+            nxt = int(buffer)
+        else:
+            cur = int(record.value)
+            nxt = cur + self._size_of(ctypes.c_uint32.from_address(cur).value)
+        if nxt >= int(buffer) + int(valid):
+            return 12
+        if self._size_of(ctypes.c_uint32.from_address(nxt).value) is None:
+            return 21
+        record.value = nxt
+        return 0
+
+    def cuptiActivityGetNumDroppedRecords(self, context, stream, p_dropped):
+        n, self.dropped = self.dropped + self.drop_records, 0
+        self.drop_records = 0
+        _obj(p_dropped).value = n
+        return self._enter("cuptiActivityGetNumDroppedRecords")
+
+    def cuptiActivityPushExternalCorrelationId(self, kind, external_id):
+        self._ext_stacks.setdefault(threading.get_native_id(), []).append((int(kind), int(external_id)))
+        return self._enter("cuptiActivityPushExternalCorrelationId")
+
+    def cuptiActivityPopExternalCorrelationId(self, kind, p_id):
+        stack = self._ext_stacks.get(threading.get_native_id())
+        if not stack:
+            return 18
+        _obj(p_id).value = stack.pop()[1]
+        return self._enter("cuptiActivityPopExternalCorrelationId")
+
+    def cuptiSubscribe(self, p_handle, callback, userdata):
+        code = self._enter("cuptiSubscribe")
+        if code:
+            return code
+        if self.multiple_subscribers or self.subscriber is not None:
+            return 39
+        self.subscriber = callback
+        _obj(p_handle).value = 0x5B5B
+        return 0
+
+    def cuptiUnsubscribe(self, handle):
+        self.subscriber = None
+        self.enabled_callbacks.clear()
+        return self._enter("cuptiUnsubscribe")
+
+    def cuptiEnableCallback(self, enable, handle, domain, cbid):
+        key = (int(domain), int(cbid))
+        if enable:
+            self.enabled_callbacks.add(key)
+        else:
+            self.enabled_callbacks.discard(key)
+        return self._enter("cuptiEnableCallback")
+
+    def cuptiGetGraphNodeId(self, node, p_id):
+        node_id = self._node_ids.get(int(node or 0))
+        if node_id is None:
+            return 1
+        _obj(p_id).value = node_id
+        return 0
+
+    # ================================================================== test-side driving
+    def launch(self, name="tiny", dur_ns=800, stream=7, device=0, api="driver", block=(128, 1, 1),
+               kernel_delay_ns=1000, timed=True):
+        """One kernel launch on the calling thread; returns its correlation id.
+
+        ``api="driver"`` models Triton (cuLaunchKernelEx: one driver API record, kernel shares
+        its correlation id); ``api="runtime"`` models torch (cudaLaunchKernel: one runtime API
+        record; the nested cuLaunchKernel fires the *driver callback* with its own id).
+        """
+        corr = next(self._corr)
+        cbid = CU_LAUNCH_KERNEL_EX if api == "driver" else CUDA_LAUNCH_KERNEL
+        kind = KIND_DRIVER if api == "driver" else KIND_RUNTIME
+        self._api_call(kind, cbid, corr)
+        api_end = self._now()
+        k_start = api_end + kernel_delay_ns
+        if not timed:     # "no timing information could be collected" (cupti_activity.h)
+            k_start, dur_ns = 0, 0
+        self._kernel(name, corr, k_start, dur_ns, stream, device, block)
+        return corr
+
+    def _api_call(self, kind, cbid, corr, inside=None):
+        """Run one launch API: callbacks, ext-corr record, API record.  Returns the API start."""
+        start = self._now()
+        if kind == KIND_RUNTIME:
+            self._callback(DOMAIN_RUNTIME, cbid, 0, corr)
+            nested = next(self._corr)          # the runtime's internal cuLaunchKernel
+            self._callback(DOMAIN_DRIVER, CU_LAUNCH_KERNEL, 0, nested)
+            if inside:
+                inside()
+            self._callback(DOMAIN_DRIVER, CU_LAUNCH_KERNEL, 1, nested)
+        else:
+            self._callback(DOMAIN_DRIVER, cbid, 0, corr)
+            if inside:
+                inside()
+        self._ext_records(corr)
+        end = self._now() + 500
+        if self._api_enabled(kind, cbid):
+            tid = threading.get_native_id() if self.thread_id_type == 1 else threading.get_ident() & 0xFFFFFFFF
+            self._write(API_FORMAT.pack(kind, cbid, start, end, 4242, tid, corr, 0))
+        self._callback(DOMAIN_RUNTIME if kind == KIND_RUNTIME else DOMAIN_DRIVER, cbid, 1, corr)
+        return start
+
+    def capture(self, names):
+        """Stream-capture one launch per name on the calling thread; returns the captured graph."""
+        graph_id = next(self._graph_ids)
+        graph_handle = next(self._handles)
+        nodes = []
+        for i, _ in enumerate(names):
+            handle = next(self._handles)
+            node_id = (graph_id << 32) | i
+            self._node_ids[handle] = node_id
+            nodes.append((handle, node_id))
+            self._api_call(KIND_DRIVER, CU_LAUNCH_KERNEL_EX, next(self._corr),
+                           inside=lambda h=handle: self._resource(CBID_GRAPHNODE_CREATED, graph_handle, h, 0))
+        return FakeGraph(graph_id, nodes, list(names))
+
+    def instantiate(self, graph):
+        """Instantiate: a new graph whose nodes are clones (CREATED then CLONED per node)."""
+        exec_id = next(self._graph_ids)
+        exec_handle = next(self._handles)
+        nodes = []
+        for i, (orig_handle, _) in enumerate(graph.nodes):
+            handle = next(self._handles)
+            self._node_ids[handle] = (exec_id << 32) | i
+            nodes.append((handle, (exec_id << 32) | i))
+            self._resource(CBID_GRAPHNODE_CREATED, exec_handle, handle, 0)
+            self._resource(CBID_GRAPHNODE_CLONED, exec_handle, handle, orig_handle)
+        return FakeGraph(exec_id, nodes, graph.names)
+
+    def replay(self, graph_exec, dur_ns=800, stream=7, device=0):
+        """Launch an instantiated graph: one cuGraphLaunch API record, one kernel record per node."""
+        corr = next(self._corr)
+        self._api_call(KIND_DRIVER, CU_GRAPH_LAUNCH, corr)
+        t = self._now() + 1000
+        for (_, node_id), name in zip(graph_exec.nodes, graph_exec.names):
+            self._kernel(name, corr, t, dur_ns, stream, device, (128, 1, 1), node_id, graph_exec.graph_id)
+            t += dur_ns + 100
+        return corr
+
+    def complete_kernels(self):
+        """Write deferred kernel records now (as if the device finished them)."""
+        with self._lock:
+            self._write_deferred()
+
+    def bulk_launch(self, n, name="tiny", dur_ns=800, stream=7, device=0, chunk=65536):
+        """``n`` Triton-like launches on the calling thread, written in bulk (scale tests).
+
+        Each launch is one driver API record (cuLaunchKernelEx) followed by its kernel
+        record, packed once with ``struct`` and replicated with numpy, then copied into
+        the backend's buffers a buffer-full at a time.
+        """
+        import numpy as np
+        assert KIND_KERNEL in self.kinds and self._api_enabled(KIND_DRIVER, CU_LAUNCH_KERNEL_EX)
+        tid = threading.get_native_id() if self.thread_id_type == 1 else threading.get_ident() & 0xFFFFFFFF
+        api = API_FORMAT.pack(KIND_DRIVER, CU_LAUNCH_KERNEL_EX, 0, 0, 4242, tid, 0, 0)
+        kernel = KERNEL_FORMAT.pack(KIND_KERNEL, 0, 0, 16, 0, 0, 0, 0, 0, device, 1, stream, 1, 1, 1, 128, 1, 1,
+                                    0, 0, 0, 0, 0, 22, self._name_pointer(name), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        pair = np.frombuffer(api + kernel + bytes(self.record_size - len(kernel)), np.uint8)
+        width, k_at = pair.size, len(api)
+        done = 0
+        while done < n:
+            m = min(chunk, n - done)
+            block = np.tile(pair, m).reshape(m, width)
+            corr = (self._take_corr(m) + np.arange(m)).astype("<u4")
+            t = np.uint64(self._now()) + np.arange(m, dtype=np.uint64) * np.uint64(2000)
+            block[:, 8:16] = t.astype("<u8").view(np.uint8).reshape(m, 8)
+            block[:, 16:24] = (t + np.uint64(500)).astype("<u8").view(np.uint8).reshape(m, 8)
+            block[:, 32:36] = corr.view(np.uint8).reshape(m, 4)
+            k0 = t + np.uint64(1500)
+            for off, values in ((16, k0), (24, k0 + np.uint64(dur_ns)), (32, k0 + np.uint64(dur_ns))):
+                block[:, k_at + off:k_at + off + 8] = values.astype("<u8").view(np.uint8).reshape(m, 8)
+            block[:, k_at + 92:k_at + 96] = corr.view(np.uint8).reshape(m, 4)
+            self._write_rows(block)
+            done += m
+
+    def _take_corr(self, m):
+        """Reserve ``m`` consecutive correlation ids; return the first."""
+        with self._lock:
+            first = next(self._corr)
+            self._corr = itertools.count(first + m)
+        return first
+
+    def raw_buffer_write(self, data: bytes):
+        """Write raw bytes as records (tests of odd buffers)."""
+        self._write(data)
+
+    # ================================================================== internals
+    def _now(self):
+        return time.time_ns() + self.clock_offset_ns
+
+    def _name_pointer(self, name):
+        buf = self._names.get(name)
+        if buf is None:
+            buf = self._names[name] = ctypes.create_string_buffer(name.encode())
+        return ctypes.addressof(buf)
+
+    def _kernel(self, name, corr, start, dur_ns, stream, device, block, node_id=0, graph_id=0):
+        if KIND_KERNEL not in self.kinds:
+            return
+        prefix = KERNEL_FORMAT.pack(KIND_KERNEL, 0, 0, 16, 0, 0, start, start + dur_ns, start + dur_ns,
+                                    device, 1, stream, 1, 1, 1, block[0], block[1], block[2], 0, 0, 0, 0,
+                                    corr, 22, self._name_pointer(name), 0, 0, 0, 0, 0, 0, 0, 0, node_id, 0,
+                                    graph_id)
+        record = prefix + bytes(self.record_size - len(prefix))
+        with self._lock:
+            if self.defer_kernels:
+                self._deferred.append(record)
+            else:
+                self._write(record)
+
+    def _write_deferred(self):
+        deferred, self._deferred = self._deferred, []
+        for record in deferred:
+            self._write(record)
+
+    def _api_enabled(self, kind, cbid):
+        if self.api_record_mode == "none" or kind not in self.kinds:
+            return False
+        return self.api_filter[kind].get(cbid, True)
+
+    def _ext_records(self, corr):
+        if KIND_EXTCORR not in self.kinds:
+            return
+        stack = self._ext_stacks.get(threading.get_native_id())
+        if stack:
+            kind, ext_id = stack[-1]
+            self._write(EXTCORR_FORMAT.pack(KIND_EXTCORR, kind, ext_id, corr))
+
+    def _size_of(self, kind):
+        return {KIND_KERNEL: self.record_size, KIND_DRIVER: 40, KIND_RUNTIME: 40, KIND_EXTCORR: 24}.get(kind)
+
+    def _write(self, record: bytes):
+        with self._lock:
+            if self._buf is not None and self._buf[2] + len(record) > self._buf[1]:
+                self._queue.put(tuple(self._buf))
+                self._buf = None
+            if self._buf is None:
+                if self.request is None:
+                    self.dropped += 1
+                    return
+                address, size, max_records = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+                self.request(ctypes.byref(address), ctypes.byref(size), ctypes.byref(max_records))
+                if not address.value or size.value < len(record):
+                    self.dropped += 1
+                    return
+                self._buf = [address.value, size.value, 0]
+            address, _, used = self._buf
+            ctypes.memmove(address + used, record, len(record))
+            self._buf[2] = used + len(record)
+
+    def _write_rows(self, rows):
+        """Copy whole rows (each a run of records) into buffers, as many per buffer as fit."""
+        width = rows.shape[1]
+        i = 0
+        while i < rows.shape[0]:
+            with self._lock:
+                if self._buf is not None and self._buf[1] - self._buf[2] < width:
+                    self._queue.put(tuple(self._buf))
+                    self._buf = None
+                if self._buf is None:
+                    address, size, max_records = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+                    self.request(ctypes.byref(address), ctypes.byref(size), ctypes.byref(max_records))
+                    if not address.value or size.value < width:
+                        self.dropped += 2                   # CUPTI drops what it cannot store
+                        i += 1
+                        continue
+                    self._buf = [address.value, size.value, 0]
+                address, size, used = self._buf
+                m = min((size - used) // width, rows.shape[0] - i)
+                chunk = rows[i:i + m]
+                ctypes.memmove(address + used, chunk.ctypes.data, m * width)
+                self._buf[2] = used + m * width
+                i += m
+
+    def _complete_worker(self):
+        while True:
+            address, size, used = self._queue.get()
+            try:
+                self.complete_threads.add(threading.get_native_id())
+                self.complete(None, 0, address, size, used)
+            finally:
+                self._queue.task_done()
+
+    def _callback(self, domain, cbid, site, corr):
+        if self.subscriber is None or (domain, cbid) not in self.enabled_callbacks:
+            return
+        data = ctypes.create_string_buffer(CALLBACK_DATA_FORMAT.pack(site, 0, 0, 0, 0, 0, 1, 0, corr), 72)
+        self.subscriber(None, domain, cbid, ctypes.addressof(data))
+
+    def _resource(self, cbid, graph_handle, node_handle, original_handle):
+        if self.subscriber is None or (DOMAIN_RESOURCE, cbid) not in self.enabled_callbacks:
+            return
+        graph_data = ctypes.create_string_buffer(
+            GRAPH_DATA_FORMAT.pack(graph_handle, 0, node_handle, original_handle, 0, 0, 0), 56)
+        resource = ctypes.create_string_buffer(RESOURCE_DATA_FORMAT.pack(0, graph_handle,
+                                                                         ctypes.addressof(graph_data)), 24)
+        self.subscriber(None, DOMAIN_RESOURCE, cbid, ctypes.addressof(resource))
+
+
+class FakeDriver:
+    """Stands in for :class:`proton_ctypes.backends.cupti_device.CudaDriver`."""
+
+    H200 = {"arch": "90", "bus_width": 6016, "clock_rate": 1980000, "memory_clock_rate": 3201000, "num_sms": 132}
+
+    def __init__(self, fake: FakeCupti = None):
+        self.fake = fake
+        self.syncs = 0
+
+    def synchronize(self):
+        """Finish every deferred kernel, like a device sync."""
+        self.syncs += 1
+        if self.fake is not None:
+            self.fake.complete_kernels()
+
+    def device_attributes(self, index):
+        """The H200's attributes for every index."""
+        return dict(self.H200)
+
+
+class BatchSink:
+    """A sink for tests: keeps every batch it is given (thread-safe) and concatenates them on demand."""
+
+    def __init__(self):
+        self.batches = []
+        self.threads = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, batch):
+        with self._lock:
+            self.batches.append(batch.copy())
+            self.threads.add(threading.get_native_id())
+
+    def rows(self):
+        """All rows received so far, in delivery order."""
+        import numpy as np
+        from proton_ctypes.backends.base import empty_batch
+        with self._lock:
+            return np.concatenate(self.batches) if self.batches else empty_batch(0)
+
+
+def started_backend(fake=None, mode="", python_context=None, **kwargs):
+    """A CuptiBackend over ``fake`` (a new FakeCupti by default), started with a BatchSink.
+
+    Returns ``(backend, fake, sink)``.
+    """
+    from proton_ctypes.backends.cupti import CuptiBackend
+    fake = fake or FakeCupti()
+    backend = CuptiBackend(lib=fake, driver=FakeDriver(fake), **kwargs)
+    sink = BatchSink()
+    backend.start(sink, mode, python_context=python_context)
+    return backend, fake, sink

@@ -1,0 +1,150 @@
+"""Every error path of the rocprofiler-sdk backend: loading, status codes, environment, modes."""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from fakes.fake_rocprofiler import FakeRocprofilerSdk
+from proton_ctypes.backends import rocm_lib, rocm_sdk_runtime
+from proton_ctypes.backends.rocm_sdk_api import RocprofilerError
+from proton_ctypes.backends.rocprof import RocprofilerBackend, load_rocprofiler
+
+HIP_MSG = ("Proton does not work when the environment variable HIP_VISIBLE_DEVICES is set on AMD GPUs. "
+           "Please unset it and use `ROCR_VISIBLE_DEVICES` instead")
+
+
+@pytest.fixture
+def backends():
+    made = []
+
+    def build(fake=None, environ=None):
+        fake = fake or FakeRocprofilerSdk()
+        b = RocprofilerBackend(lib=fake, environ={} if environ is None else environ, hip=False,
+                               synchronize=lambda: None)
+        made.append(b)
+        return fake, b
+
+    yield build
+    for b in made:
+        b.shutdown()
+        if b.sdk is not None:
+            rocm_sdk_runtime.forget(b.sdk)
+
+
+def test_rocprof_missing_library_raises_protons_message():
+    env = {"TRITON_ROCPROFILER_SDK_LIB_PATH": "/nonexistent/rocm/lib", "ROCM_PATH": "/nonexistent/rocm"}
+    if rocm_lib.library_available(rocm_lib.ROCPROFILER_SDK_SONAME, env):
+        pytest.skip("librocprofiler-sdk.so is installed on this machine")
+    with pytest.raises(RuntimeError) as e:
+        RocprofilerBackend(environ=env).start(lambda b: None, "")
+    assert str(e.value) == "[PROTON] Could not load `librocprofiler-sdk.so`"
+
+
+def test_rocprof_library_knobs_are_tried_first(tmp_path):
+    lib = tmp_path / "librocprofiler-sdk.so.1"
+    lib.write_bytes(b"")
+    env = {"TRITON_ROCPROFILER_SDK_LIB_PATH": str(tmp_path), "TRITON_ROCPROFILER_SDK_LIBRARY": lib.name}
+    assert rocm_lib.candidates(rocm_lib.ROCPROFILER_SDK_SONAME, env)[0] == (str(lib), "knob")
+    opened = []
+    loaded = rocm_lib.load_library(rocm_lib.ROCPROFILER_SDK_SONAME, opener=lambda p: opened.append(p) or "L",
+                                   environ=env)
+    assert loaded == ("L", str(lib), "knob") and opened == [str(lib)]
+    assert rocm_lib.candidates(rocm_lib.ROCPROFILER_SDK_SONAME, {"ROCM_PATH": "/r"})[-2:] == [
+        ("/opt/rocm/lib/librocprofiler-sdk.so", "rocm"), ("librocprofiler-sdk.so", "ldpath")]
+
+
+def test_rocprof_injected_library_is_used_as_is():
+    fake = FakeRocprofilerSdk()
+    sdk = load_rocprofiler(fake)
+    assert sdk.lib is fake and sdk.source == "injected" and sdk.version() == (0, 5, 0)
+
+
+def test_rocprof_failed_status_carries_the_status_string(backends):
+    fake, b = backends(FakeRocprofilerSdk(fail={"rocprofiler_create_buffer": 3}))
+    with pytest.raises(RuntimeError) as e:
+        b.start(lambda batch: None, "")
+    assert "rocprofiler_create_buffer failed: No valid buffer for given buffer id (status 3)" in str(e.value)
+
+
+def test_rocprof_failed_flush_raises_rocprofiler_error(backends):
+    fake, b = backends()
+    b.start(lambda batch: None, "")
+    fake.fail["rocprofiler_flush_buffer"] = 1
+    with pytest.raises(RocprofilerError) as e:
+        b.flush()
+    assert e.value.func == "rocprofiler_flush_buffer" and e.value.text == "Generalized error"
+    fake.fail.clear()
+
+
+def test_rocprof_sdk_configured_by_someone_else_is_a_clear_error(backends):
+    fake, b = backends(FakeRocprofilerSdk(already_configured=True))
+    with pytest.raises(RocprofilerError) as e:
+        b.start(lambda batch: None, "")
+    msg = str(e.value)
+    assert "rocprofiler_force_configure" in msg and "not valid outside of rocprofiler configuration" in msg
+    assert "before the first HIP call" in msg
+
+
+@pytest.mark.parametrize("env,var", [({"HIP_VISIBLE_DEVICES": "0"}, "HIP_VISIBLE_DEVICES"),
+                                     ({"CUDA_VISIBLE_DEVICES": ""}, "CUDA_VISIBLE_DEVICES"),
+                                     ({"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "1"},
+                                      "HIP_VISIBLE_DEVICES")])
+def test_rocprof_visible_devices_variables_are_refused(backends, env, var):
+    fake, b = backends(environ=env)
+    with pytest.raises(ValueError) as e:
+        b.start(lambda batch: None, "")
+    assert str(e.value) == HIP_MSG.replace("HIP_VISIBLE_DEVICES is set", f"{var} is set")
+    assert fake.calls == []          # refused before touching the SDK
+
+
+def test_rocprof_check_amd_env_reads_os_environ(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "")
+    with pytest.raises(ValueError, match="HIP_VISIBLE_DEVICES is set on AMD GPUs"):
+        rocm_lib.check_amd_env()
+
+
+def test_rocprof_unknown_mode_uses_protons_profiler_name(backends):
+    fake, b = backends()
+    with pytest.raises(ValueError) as e:
+        b.start(lambda batch: None, "nope")
+    assert str(e.value) == "[PROTON] RocprofSDKProfiler: unsupported mode: nope"
+
+
+def test_rocprof_pcsampling_is_refused_naming_the_mode(backends):
+    fake, b = backends()
+    with pytest.raises(NotImplementedError) as e:
+        b.start(lambda batch: None, "pcsampling:interval=1000")
+    assert isinstance(e.value, ValueError)                 # Proton 3.8 raised ValueError here
+    assert str(e.value).startswith("[PROTON] RocprofSDKProfiler: unsupported mode: pcsampling")
+
+
+@pytest.mark.parametrize("mode,msg", [
+    ("periodic_flushing:format=csv", "[PROTON] RocprofSDKProfiler: unsupported format: csv"),
+    ("periodic_flushing:every=1", "[PROTON] RocprofSDKProfiler: unsupported option key: every")])
+def test_rocprof_periodic_flushing_options_are_checked(backends, mode, msg):
+    fake, b = backends()
+    with pytest.raises(ValueError) as e:
+        b.start(lambda batch: None, mode)
+    assert str(e.value) == msg
+
+
+def test_rocprof_mode_objects_and_case_are_accepted(backends):
+    class Mode:
+        def __str__(self):
+            return "Periodic_Flushing"
+
+    assert rocm_lib.parse_mode(Mode(), "rocprofiler", ("periodic_flushing",)) == \
+        ("periodic_flushing", {"format": "hatchet"})
+    assert rocm_lib.parse_mode(None, "rocprofiler", ()) == ("", {})
+
+
+def test_rocprof_backend_never_imports_the_api_layer():
+    root = pathlib.Path(__file__).resolve().parents[1] / "proton_ctypes" / "backends"
+    for path in list(root.glob("rocm_*.py")) + [root / "rocprof.py", root / "roctracer.py", root / "rocprof_layout.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = ("." * node.level) + (node.module or "")
+                assert not any(x in mod for x in ("profile", "scope", "state", "session")), (path.name, mod)
