@@ -1,0 +1,1 @@
+"""Tests of proton-viewer (proton_ctypes.viewer)."""
