@@ -20,7 +20,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
-import sys
 import threading
 import time
 import warnings
@@ -35,49 +34,15 @@ from .cupti_join import Joiner
 from .cupti_lib import (DRIVER_LAUNCH_CBIDS, EXTERNAL_CORRELATION_KIND_CUSTOM0, FLUSH_FORCED,
                         GRAPH_LAUNCH_CBIDS, MAX_CBID, RUNTIME_LAUNCH_CBIDS, THREAD_ID_TYPE_SYSTEM,
                         CuptiLib, load_cupti)
+from .cupti_modes import parse_mode, torch_profiler_active
 from .cupti_parse import BufferParser, concat_columns
 
 #: Largest |CUPTI clock - time.time_ns()| accepted for the timestamp join.
 MAX_CLOCK_OFFSET_NS = 50_000
 CLOCK_PAIRS = 64
-PERIODIC_FORMATS = ("hatchet", "hatchet_msgpack", "chrome_trace")
 DEFAULT_FLUSH_INTERVAL_S = 0.1
 DEFAULT_PARSE_BATCH = 4
 _ACTIVE = []  # the CuptiBackend currently started in this process (CUPTI allows one subscriber)
-
-
-def parse_mode(mode) -> tuple:
-    """Validate a CUPTI mode string; return ``(name, knobs)``.
-
-    ``""``/None -> ``("", {})``; ``"periodic_flushing[:format=F]"`` with F one of
-    hatchet, hatchet_msgpack, chrome_trace; ``"pcsampling..."`` raises NotImplementedError;
-    anything else ValueError with Proton's messages (the same as ``select.validate_mode``).
-    """
-    text = "" if mode is None else str(mode)
-    if not text:
-        return "", {}
-    name, *options = text.split(":")
-    if name == "pcsampling":
-        raise NotImplementedError("[PROTON] CuptiProfiler: pcsampling mode is not supported by proton_ctypes yet")
-    if name != "periodic_flushing":
-        raise ValueError(f"[PROTON] CuptiProfiler: unsupported mode: {text}")
-    if not options or "=" not in options[0]:
-        return name, {"format": "hatchet"}
-    key, value = options[0].split("=", 1)
-    if key != "format":
-        raise ValueError(f"[PROTON] CuptiProfiler: unsupported option key: {key}")
-    if value not in PERIODIC_FORMATS:
-        raise ValueError(f"[PROTON] CuptiProfiler: unsupported format: {value}")
-    return name, {"format": value}
-
-
-def _torch_profiler_active() -> bool:
-    """Whether torch.profiler (Kineto, a CUPTI user) is profiling in this process right now."""
-    torch = sys.modules.get("torch")
-    try:
-        return bool(torch is not None and torch._C._autograd._profiler_enabled())
-    except Exception:
-        return False
 
 
 class CuptiBackend:
@@ -124,6 +89,8 @@ class CuptiBackend:
         self._collector = None
         self._warned = set()
         self._atexit = False
+        #: Cumulative seconds spent in flush phases and in the collector (diagnostics).
+        self._timings = {}
 
     # ------------------------------------------------------------------ Backend protocol
     @property
@@ -144,7 +111,7 @@ class CuptiBackend:
             raise RuntimeError("[PROTON] CuptiProfiler: already started")
         if _ACTIVE and _ACTIVE[0] is not self:
             raise RuntimeError("[PROTON] another proton_ctypes CUPTI backend is already profiling this process")
-        if _torch_profiler_active():
+        if torch_profiler_active():
             raise RuntimeError(OTHER_SUBSCRIBER_MESSAGE)
         lib = self._load()
         self.mode = parsed_mode
@@ -166,8 +133,12 @@ class CuptiBackend:
         """Synchronise the devices, make CUPTI hand back every complete buffer, deliver them."""
         if not self.running:
             return
+        t0 = time.perf_counter()
         self._synchronize()
+        t1 = time.perf_counter()
         self.lib.call("cuptiActivityFlushAll", 0)
+        self._time("sync_s", t1 - t0)
+        self._time("cupti_flush_s", time.perf_counter() - t1)
         self._drain(hold=False)
 
     def stop(self) -> None:
@@ -215,6 +186,7 @@ class CuptiBackend:
             out.update({"parse_" + k: v for k, v in self._parser.stats.items()})
         if self._joiner is not None:
             out.update({"join_" + k: v for k, v in self._joiner.stats.items()})
+        out.update({"time_" + k: round(v, 6) for k, v in self._timings.items()})
         return out
 
     # ------------------------------------------------------------------ start
@@ -324,6 +296,7 @@ class CuptiBackend:
     def _drain(self, hold: bool) -> None:
         """Parse every completed buffer, recycle it, join and deliver one batch to the sink."""
         with self._parse_lock:
+            t0 = time.perf_counter()
             kernels, api, ext = [], [], []
             for address, valid in self.pool.take_completed():
                 if not self.pool.owns(address):
@@ -342,6 +315,7 @@ class CuptiBackend:
                         api.append(cols)
                     elif kind == L.KIND_EXTERNAL_CORRELATION:
                         ext.append(cols)
+            t1 = time.perf_counter()
             joiner = self._joiner
             joiner.add_api(concat_columns(api))
             joiner.add_external(concat_columns(ext))
@@ -349,8 +323,15 @@ class CuptiBackend:
             batch = joiner.join(concat_columns(kernels), hold=hold)
             self._count_dropped()
             self._check_api_records()
+            t2 = time.perf_counter()
             if len(batch) and self._sink is not None:
                 self._sink(batch)
+            self._time("parse_s", t1 - t0)
+            self._time("join_s", t2 - t1)
+            self._time("sink_s", time.perf_counter() - t2)
+
+    def _time(self, key: str, seconds: float) -> None:
+        self._timings[key] = self._timings.get(key, 0.0) + seconds
 
     def _detect_stride(self, address: int, buf: np.ndarray, valid: int) -> None:
         """Measure the kernel record size with ``cuptiActivityGetNextRecord`` on the first kernel seen."""

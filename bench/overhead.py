@@ -1,0 +1,339 @@
+"""Per-launch overhead on a GPU: bare launches, real Proton, proton_ctypes, torch.profiler.
+
+Run on the H200 (one invocation does everything)::
+
+    python bench/overhead.py --rounds 5 --json bench/results/overhead-h200.json
+
+Each implementation runs in its own process (``--worker IMPL``), the processes alternate
+round by round (the order rotates), and every figure is the median over rounds.  Cases:
+
+* ``triton launch, one scope``: a tiny Triton kernel, 20 000 launches inside one scope;
+* ``torch x.add_(1), one scope``;
+* ``scope around every launch`` / ``state around every launch`` (Triton);
+* ``context="python"`` (torch ``x.add_(1)``, as in Proton's reference figure);
+* ``data="trace"`` (Triton, one scope): per launch, and its ``finalize``;
+* the ``finalize`` of the tree of the first case.
+
+``overhead_us`` = µs per op minus bare's µs per op for the same loop; ``ratio_to_proton``
+= overhead / Proton's overhead (for finalize rows: finalize_s / Proton's finalize_s).
+Every profiled run also counts the kernels in its output file, so a profiler that loses
+kernels cannot look fast.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IMPLS = ("bare", "proton", "proton_ctypes", "torch.profiler")
+#: Diagnostic implementations (``--impls``): the CUPTI backend alone with a no-op sink, parsing
+#: every completed buffer at once (eager) or only at flush (lazy).
+DIAGNOSTIC_IMPLS = ("cupti_eager", "cupti_lazy")
+CASES = {
+    "triton launch, one scope": dict(kernel="triton"),
+    "torch x.add_(1), one scope": dict(kernel="torch"),
+    "scope around every launch": dict(kernel="triton", per_launch="scope"),
+    "state around every launch": dict(kernel="triton", per_launch="state"),
+    'context="python" (torch)': dict(kernel="torch", start=dict(context="python")),
+    'data="trace" (triton)': dict(kernel="triton", start=dict(data="trace")),
+}
+TORCH_PROFILER_CASES = ("triton launch, one scope", "torch x.add_(1), one scope")
+BASIC_CASES = TORCH_PROFILER_CASES
+FINALIZE_CASES = {"finalize of the tree": "triton launch, one scope",
+                  'finalize, data="trace"': 'data="trace" (triton)'}
+
+
+# ============================================================================ worker
+def worker(impl: str, n: int, warm: int, reps: int) -> dict:
+    """Run every case ``reps`` times under ``impl`` in this process; return ``{case: {...}}`` (medians)."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def tiny(x_ptr, size, BLOCK: tl.constexpr):
+        off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = off < size
+        tl.store(x_ptr + off, tl.load(x_ptr + off, mask=m) + 1, mask=m)
+
+    x = torch.zeros(1024, device="cuda")
+
+    def launch_triton():
+        tiny[(1,)](x, 1024, BLOCK=1024)
+
+    def launch_torch():
+        x.add_(1)
+
+    for fn in (launch_triton, launch_torch):
+        for _ in range(200):
+            fn()
+    torch.cuda.synchronize()
+
+    proton = backend = None
+    delivered = [0]
+    if impl == "proton":
+        import triton.profiler as proton
+    elif impl == "proton_ctypes":
+        sys.path.insert(0, ROOT)
+        import proton_ctypes as proton
+    elif impl in DIAGNOSTIC_IMPLS:
+        sys.path.insert(0, ROOT)
+        from proton_ctypes.backends.cupti import CuptiBackend
+        backend = CuptiBackend(parse_batch_buffers=1 if impl == "cupti_eager" else 10**6)
+        backend.start(lambda batch: delivered.__setitem__(0, delivered[0] + len(batch)), "")
+    tmp = tempfile.mkdtemp()
+    if impl == "torch.profiler" or impl in DIAGNOSTIC_IMPLS:
+        cases = BASIC_CASES
+    else:
+        cases = tuple(CASES)
+    runs = {case: [] for case in cases}
+    for rep in range(reps):
+        order = cases[rep % len(cases):] + cases[:rep % len(cases)]
+        for case in order:
+            runs[case].append(_one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch,
+                                        launch_triton, launch_torch, len(runs[case])))
+    if backend is not None:
+        backend.stop()
+    results = {}
+    for case, outs in runs.items():
+        merged = {"us": statistics.median(o["us"] for o in outs), "us_reps": [round(o["us"], 3) for o in outs]}
+        for key in ("finalize_s",):
+            if outs[0].get(key) is not None:
+                merged[key] = statistics.median(o[key] for o in outs)
+        for key in ("kernels", "expected_kernels", "stats"):
+            if key in outs[-1]:
+                merged[key] = outs[-1][key]
+        results[case] = merged
+    return results
+
+
+def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launch_triton, launch_torch, rep):
+    """One timed loop of ``case`` under ``impl``: µs per op, finalize seconds, kernels recorded."""
+    spec = CASES[case]
+    launch = launch_triton if spec["kernel"] == "triton" else launch_torch
+    per = spec.get("per_launch")
+
+    def loop(count):
+        if proton is None or per is None:
+            for _ in range(count):
+                launch()
+        elif per == "scope":
+            scope = proton.scope
+            for _ in range(count):
+                with scope("s"):
+                    launch()
+        else:
+            state = proton.state
+            for _ in range(count):
+                with state("s"):
+                    launch()
+        torch.cuda.synchronize()
+
+    out = {}
+    if impl == "bare" or backend is not None:
+        before = delivered[0]
+        loop(warm)
+        t0 = time.perf_counter()
+        loop(n)
+        out["us"] = (time.perf_counter() - t0) / n * 1e6
+        if backend is not None:
+            t0 = time.perf_counter()
+            backend.flush()
+            out["finalize_s"] = time.perf_counter() - t0
+            out["kernels"], out["expected_kernels"] = delivered[0] - before, n + warm
+    elif impl == "torch.profiler":
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                  torch.profiler.ProfilerActivity.CUDA])
+        prof.__enter__()
+        loop(warm)
+        t0 = time.perf_counter()
+        loop(n)
+        out["us"] = (time.perf_counter() - t0) / n * 1e6
+        t0 = time.perf_counter()
+        prof.__exit__(None, None, None)
+        out["finalize_s"] = time.perf_counter() - t0
+    else:
+        name = os.path.join(tmp, f"{impl}_{list(CASES).index(case)}_{rep}")
+        proton.start(name, **spec.get("start", {}))
+        with proton.scope("run"):
+            loop(warm)
+            t0 = time.perf_counter()
+            loop(n)
+            out["us"] = (time.perf_counter() - t0) / n * 1e6
+        t0 = time.perf_counter()
+        proton.finalize()
+        out["finalize_s"] = time.perf_counter() - t0
+        out["kernels"] = _count_kernels(name, spec.get("start", {}).get("data", "tree"))
+        out["expected_kernels"] = n + warm
+        if impl == "proton_ctypes":
+            from proton_ctypes.backends import select
+            cupti = select._instances.get("cupti")
+            if cupti is not None:
+                out["stats"] = {k: v for k, v in cupti.stats.items() if isinstance(v, (int, float, str))}
+    return out
+
+
+def _count_kernels(name: str, data: str) -> int:
+    """Kernels recorded in the output file (tree: sum of kernel counts; trace: kernel events)."""
+    if data == "trace":
+        with open(name + ".chrome_trace") as f:
+            return sum(1 for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel")
+    with open(name + ".hatchet") as f:
+        root = json.load(f)[0]
+    total, stack = 0, [root]
+    while stack:
+        node = stack.pop()
+        if "device_id" in node.get("metrics", {}):
+            total += int(node["metrics"].get("count", 0))
+        stack.extend(node.get("children", []))
+    return total
+
+
+# ============================================================================ parent
+def run_rounds(impls, rounds, n, warm, reps, log, after_round=None):
+    """Spawn one worker per (round, impl), rotating the order; return ``{impl: [results...]}``.
+
+    ``after_round(collected)`` is called after every round (partial results survive a timeout)."""
+    collected = {impl: [] for impl in impls}
+    for r in range(rounds):
+        order = list(impls[r % len(impls):]) + list(impls[:r % len(impls)])
+        for impl in order:
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--n", str(n), "--warm", str(warm),
+                   "--reps", str(reps)]
+            t0 = time.time()
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+            if proc.returncode != 0 or not line:
+                log(f"round {r} {impl}: FAILED rc={proc.returncode}\n{proc.stderr[-3000:]}")
+                continue
+            collected[impl].append(json.loads(line[-1][len("RESULT "):]))
+            log(f"round {r} {impl}: {time.time() - t0:.1f} s")
+        if after_round is not None:
+            after_round(collected)
+    return collected
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize(collected):
+    """Rows of the results table (medians over rounds)."""
+    def med(impl, case, key):
+        return _median([r.get(case, {}).get(key) for r in collected.get(impl, [])])
+
+    rows = []
+    for case in CASES:
+        bare = med("bare", case, "us")
+        proton_over = None
+        for impl in IMPLS + DIAGNOSTIC_IMPLS:
+            if impl in ("torch.profiler",) + DIAGNOSTIC_IMPLS and case not in BASIC_CASES:
+                continue
+            us = med(impl, case, "us")
+            if us is None:
+                continue
+            over = None if bare is None or impl == "bare" else us - bare
+            if impl == "proton":
+                proton_over = over
+            row = {"case": case, "impl": impl, "us_per_op": round(us, 3),
+                   "overhead_us": None if over is None else round(over, 3), "ratio_to_proton": None,
+                   "finalize_s": None, "rounds_us": [round(r[case]["us"], 3) for r in collected[impl] if case in r],
+                   "reps_us": [r[case].get("us_reps") for r in collected[impl] if case in r]}
+            if impl not in ("bare", "torch.profiler"):
+                row["kernels_recorded"] = [r[case].get("kernels") for r in collected[impl] if case in r]
+                row["kernels_expected"] = next((r[case].get("expected_kernels") for r in collected[impl]
+                                                if case in r), None)
+            rows.append(row)
+        for row in rows:
+            if row["case"] == case and row["overhead_us"] is not None and proton_over:
+                row["ratio_to_proton"] = round(row["overhead_us"] / proton_over, 3)
+    for fcase, source in FINALIZE_CASES.items():
+        proton_f = med("proton", source, "finalize_s")
+        for impl in ("proton", "proton_ctypes", "torch.profiler") + DIAGNOSTIC_IMPLS:
+            f = med(impl, source, "finalize_s")
+            if f is None:
+                continue
+            rows.append({"case": fcase, "impl": impl, "us_per_op": None, "overhead_us": None,
+                         "ratio_to_proton": round(f / proton_f, 3) if proton_f else None,
+                         "finalize_s": round(f, 5)})
+    return rows
+
+
+def print_table(rows, out=sys.stdout):
+    """The printed table: µs per op, overhead over bare, ratio to Proton, finalize seconds."""
+    head = f"{'case':30s} {'impl':15s} {'us/op':>8s} {'overhead':>9s} {'vs Proton':>9s} {'finalize s':>10s}"
+    print(head, file=out)
+    print("-" * len(head), file=out)
+
+    def fmt(v, spec):
+        return format(v, spec) if v is not None else "-"
+    for r in rows:
+        print(f"{r['case'][:30]:30s} {r['impl']:15s} {fmt(r['us_per_op'], '8.2f'):>8s} "
+              f"{fmt(r['overhead_us'], '+9.2f'):>9s} {fmt(r['ratio_to_proton'], '9.2f'):>9s} "
+              f"{fmt(r['finalize_s'], '10.4f'):>10s}", file=out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--worker", choices=IMPLS + DIAGNOSTIC_IMPLS)
+    ap.add_argument("--n", type=int, default=20000, help="launches per timed loop")
+    ap.add_argument("--warm", type=int, default=500, help="launches before timing, in the same session")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=2, help="timed loops per case inside each worker (median)")
+    ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--json", default=None, help="write the results here")
+    a = ap.parse_args()
+    if a.worker:
+        print("RESULT " + json.dumps(worker(a.worker, a.n, a.warm, a.reps)), flush=True)
+        return
+    impls = tuple(i for i in a.impls.split(",") if i)
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+    def save(collected):
+        if not a.json:
+            return
+        rows = summarize(collected)
+        doc = {"machine": _machine(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
+               "command": "python " + " ".join(sys.argv), "n": a.n, "warm": a.warm,
+               "rounds": len(next(iter(collected.values()), [])), "reps": a.reps, "rows": rows,
+               "proton_ctypes_stats": [r.get(c, {}).get("stats") for r in collected.get("proton_ctypes", [])
+                                       for c in list(CASES)[:1]]}
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+    collected = run_rounds(impls, a.rounds, a.n, a.warm, a.reps, log, after_round=save)
+    print_table(summarize(collected))
+
+
+@functools.lru_cache(maxsize=None)
+def _machine() -> str:
+    gpu = "?"
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception:
+        pass
+    versions = {}
+    for mod in ("torch", "triton", "numpy"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception:
+            pass
+    return f"{platform.node()} | {gpu} | Python {platform.python_version()} | " + \
+        ", ".join(f"{k} {v}" for k, v in versions.items())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""CUDA graphs: replayed kernels carry the capturing thread and capture time of their original node."""
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fakes.fake_cupti import started_backend  # noqa: E402
+
+from proton_ctypes.tree import strings  # noqa: E402
+
+
+def test_replayed_kernels_map_through_clones_to_capture_thread_and_time():
+    backend, fake, sink = started_backend()
+    before = time.time_ns()
+    captured = {}
+
+    def capture():
+        captured["graph"] = fake.capture(["a", "b", "c"])
+        captured["tid"] = threading.get_native_id()
+
+    worker = threading.Thread(target=capture)     # capture on another thread than the replay
+    worker.start()
+    worker.join()
+    after = time.time_ns()
+    graph_exec = fake.instantiate(captured["graph"])
+    for _ in range(3):
+        fake.replay(graph_exec)
+    backend.stop()
+    rows = sink.rows()
+    assert len(rows) == 9
+    assert np.all(rows["cap_tid"] == captured["tid"])
+    assert np.all((rows["cap_ns"] >= before) & (rows["cap_ns"] <= after))
+    assert np.all(rows["tid"] == threading.get_native_id())       # replay-time thread, from cuGraphLaunch
+    by_name = {strings.name_of(n): rows["cap_ns"][rows["name_id"] == n] for n in np.unique(rows["name_id"])}
+    assert by_name["a"][0] < by_name["b"][0] < by_name["c"][0]    # each node its own capture instant
+    assert len(np.unique(rows["corr"])) == 3                      # one correlation id per replay
+
+
+def test_clones_of_clones_are_followed():
+    backend, fake, sink = started_backend()
+    graph = fake.capture(["x"])
+    exec_once = fake.instantiate(graph)
+    exec_twice = fake.instantiate(exec_once)
+    fake.replay(exec_twice)
+    backend.stop()
+    row = sink.rows()[0]
+    assert row["cap_tid"] == threading.get_native_id() and row["cap_ns"] > 0
+
+
+def test_graph_kernels_of_unknown_nodes_have_no_capture_path():
+    backend, fake, sink = started_backend()
+    graph = fake.capture(["y"])
+    backend._hub.created.clear()       # as if captured before start()
+    fake.replay(fake.instantiate(graph))
+    backend.stop()
+    row = sink.rows()[0]
+    assert row["cap_tid"] == -1 and row["cap_ns"] == -1 and row["tid"] == threading.get_native_id()

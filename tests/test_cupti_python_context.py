@@ -1,0 +1,85 @@
+"""context="python": a lean driver launch callback stores the call-path node per launch."""
+import os
+import sys
+import threading
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fakes.fake_cupti import started_backend  # noqa: E402
+
+from proton_ctypes.backends.cupti_lib import CB_DOMAIN_DRIVER_API  # noqa: E402
+
+
+class Counter:
+    """A python_context stand-in: returns 100, 101, ... and records the calling threads."""
+
+    def __init__(self):
+        self.next = 100
+        self.threads = set()
+
+    def __call__(self):
+        self.threads.add(threading.get_native_id())
+        self.next += 1
+        return self.next - 1
+
+
+def test_triton_like_launches_get_their_node_by_correlation_id():
+    context = Counter()
+    backend, fake, sink = started_backend(python_context=context)
+    for _ in range(5):
+        fake.launch("tri", api="driver")
+    backend.stop()
+    assert sink.rows()["py_node"].tolist() == [100, 101, 102, 103, 104]
+    assert context.threads == {threading.get_native_id()}
+    assert backend.stats["join_py_by_corr"] == 5
+
+
+def test_runtime_launches_get_their_node_through_the_nested_driver_callback_by_time():
+    context = Counter()
+    backend, fake, sink = started_backend(python_context=context)
+    for _ in range(5):
+        fake.launch("torch_op", api="runtime")   # callback correlation id differs from the kernel's
+    backend.stop()
+    assert sink.rows()["py_node"].tolist() == [100, 101, 102, 103, 104]
+    assert backend.stats["join_py_by_time"] == 5
+
+
+def test_threads_do_not_steal_each_others_nodes():
+    context = Counter()
+    backend, fake, sink = started_backend(python_context=context)
+    seen = {}
+
+    def worker(name):
+        nodes = []
+        for _ in range(50):
+            nodes.append(context.next)
+            fake.launch(name, api="runtime")
+        seen[threading.get_native_id()] = nodes
+
+    threads = [threading.Thread(target=worker, args=(f"t{i}",)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    backend.stop()
+    rows = sink.rows()
+    assert len(rows) == 150 and np.all(rows["py_node"] >= 100)
+    assert len(np.unique(rows["py_node"])) == 150
+
+
+def test_default_context_installs_no_launch_callback():
+    backend, fake, sink = started_backend()
+    assert not any(domain == CB_DOMAIN_DRIVER_API for domain, _ in fake.enabled_callbacks)
+    fake.launch("k")
+    backend.stop()
+    assert sink.rows()["py_node"].tolist() == [-1]
+
+
+def test_graph_replays_take_the_node_of_the_graph_launch():
+    context = Counter()
+    backend, fake, sink = started_backend(python_context=context)
+    graph_exec = fake.instantiate(fake.capture(["a", "b"]))   # capture launches use nodes 100, 101
+    fake.replay(graph_exec)                                   # cuGraphLaunch: node 102
+    backend.stop()
+    assert sink.rows()["py_node"].tolist() == [102, 102]
