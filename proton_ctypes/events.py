@@ -53,7 +53,7 @@ class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
 
     __slots__ = ("sessions", "phases", "flexes", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
-                 "logging", "trace", "ctx")
+                 "logging", "trace", "ctx", "ext", "ext_pushed")
 
     def __init__(self, ctx, sessions, ids, top, t0):
         self.ctx = ctx
@@ -75,6 +75,10 @@ class View:
         self.created = set()
         self.logging = any(s.uses_device for s in sessions)
         self.trace = any(s.data == "trace" for s in sessions)
+        #: a backend attributing by external correlation ids (clock fallback), else None
+        self.ext = next((s.backend for s in sessions
+                         if getattr(s.backend, "attribution", "timestamp") == "extcorr"), None)
+        self.ext_pushed = False
 
     def nodes(self):
         """Trie nodes of the open scopes, outermost first."""
@@ -104,11 +108,21 @@ class View:
         return self.top if state is None else callpath.child(self.top, state)
 
     def note(self, code):
-        """Append ``(now, code)`` to the log if kernels can be attributed through it."""
+        """Append ``(now, code)`` to the log if kernels can be attributed through it.
+
+        In external-correlation mode the backend's per-thread stack also holds the code
+        (encoded by :func:`ext_id`) so each launch record carries it.
+        """
         if self.logging:
             log = self.log
             log.append(time_ns())
             log.append(code)
+        ext = self.ext
+        if ext is not None:
+            if self.ext_pushed:
+                ext.pop_external()
+            ext.push_external(ext_id(code))
+            self.ext_pushed = True
 
     def compact(self, keep_after=None):
         """Move the logged pairs into an int64 chunk (safe while the owner thread appends).
@@ -158,6 +172,23 @@ class ThreadCtx:
         self.open_trace = {}
 
 
+EXT_OP = 1 << 62
+
+
+def ext_id(code: int) -> int:
+    """External-correlation id of a log code: ``node + 1``, ops flagged with bit 62."""
+    return (EXT_OP | (-code - 1)) if code < 0 else code + 1
+
+
+def code_of_ext(ids):
+    """Inverse of :func:`ext_id` for an int64 array (ids <= 0 become ROOT)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    op = (ids & EXT_OP) != 0
+    node = np.where(op, ids & ~EXT_OP, ids - 1)
+    node = np.where(ids <= 0, 0, node)
+    return np.where(op, -node - 1, node)
+
+
 def thread_ctx() -> ThreadCtx:
     """The calling thread's context, created (and registered) on first use."""
     try:
@@ -199,6 +230,12 @@ def resync(ctx: ThreadCtx) -> None:
         for v in ctx.views:
             v.t1 = now
             v.merge_created()
+            if v.ext is not None and v.ext_pushed:
+                try:
+                    v.ext.pop_external()
+                except Exception:
+                    pass
+                v.ext_pushed = False
             for s in v.sessions:
                 stacks[s] = (v.ids, v.top)
         for s, st in stacks.items():
@@ -234,7 +271,8 @@ def resync(ctx: ThreadCtx) -> None:
             G.views_by_tid.setdefault(ctx.tid, []).append(v)
         ctx.views = views
         ctx.epoch = epoch
-        ctx.view = views[0] if (len(views) == 1 and not views[0].trace and not G.py_active) else None
+        ctx.view = views[0] if (len(views) == 1 and not views[0].trace and views[0].ext is None
+                                and not G.py_active) else None
         if epoch != G.epoch:
             ctx.view = None
 

@@ -53,8 +53,14 @@ def disabled() -> bool:
     return _truthy(os.environ.get("TRITON_PROTON_DISABLE", "0"))
 
 
+#: not exported: proton_ctypes prefers a CUPTI already mapped in the process (torch's), and an
+#: exported default would make child processes load triton's older copy beside it
+_NOT_EXPORTED = ("TRITON_CUPTI_LIB_PATH",)
+
+
 def export_defaults(backend: str, arch=None) -> None:
-    """Set every unset knob env var to its current value, as Proton's ``start`` does."""
+    """Set every unset knob env var to its current value, as Proton's ``start`` does
+    (except ``TRITON_CUPTI_LIB_PATH``, see ``_NOT_EXPORTED``)."""
     triton = sys.modules.get("triton")
     knobs = getattr(triton, "knobs", None) if triton else None
     blackwell = backend == "cupti" and arch is not None and arch >= 100
@@ -62,7 +68,7 @@ def export_defaults(backend: str, arch=None) -> None:
     if pk is not None and hasattr(pk, "knob_descriptors"):
         for attr, desc in pk.knob_descriptors.items():
             key = desc.key
-            if os.environ.get(key) is not None:
+            if os.environ.get(key) is not None or key in _NOT_EXPORTED:
                 continue
             if key == "TRITON_CUPTI_LIB_PATH" and blackwell and hasattr(pk, "cupti_lib_blackwell_dir"):
                 os.environ[key] = str(pk.cupti_lib_blackwell_dir)
@@ -77,7 +83,7 @@ def export_defaults(backend: str, arch=None) -> None:
         return
     d = _defaults()
     for key, val in d.items():
-        if os.environ.get(key) is None and val is not None:
+        if os.environ.get(key) is None and val is not None and key not in _NOT_EXPORTED:
             if key == "TRITON_CUPTI_LIB_PATH" and blackwell and d["TRITON_CUPTI_LIB_BLACKWELL_PATH"]:
                 val = d["TRITON_CUPTI_LIB_BLACKWELL_PATH"]
             os.environ[key] = val

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import warnings
 
 from . import events, lifecycle, naming, tensor_metrics
 from .backends import select
@@ -196,6 +197,16 @@ def write(s: Session, fmt: str) -> list:
     return paths
 
 
+def report_dropped(s: Session) -> None:
+    """Warn (once per new loss) when the backend dropped or could not parse records."""
+    n = int(getattr(s.backend, "dropped", 0) or 0)
+    seen = getattr(s.backend, "_reported_dropped", 0)
+    if n > seen:
+        s.backend._reported_dropped = n
+        warnings.warn(f"proton_ctypes: the {s.backend_name} backend lost {n - seen} activity records; "
+                      f"the profile {s.name!r} misses those kernels", RuntimeWarning, stacklevel=3)
+
+
 def destroy(s: Session) -> None:
     """Forget ``s``; stop its backend when no other session uses it."""
     with G.lock:
@@ -231,6 +242,7 @@ def finalize(session, output_format: str) -> None:
         return
     fmt = resolve_format(s, output_format)
     write(s, fmt)
+    report_dropped(s)
     destroy(s)
 
 
@@ -245,6 +257,7 @@ def finalize_all(output_format: str) -> None:
             continue
         try:
             write(s, fmt)
+            report_dropped(s)
         except Exception as e:
             first = first or e
         destroy(s)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 from time import time_ns
 
 from . import events
@@ -23,23 +24,48 @@ _OWN_DIR = __file__.rsplit("/", 1)[0]
 _BACKENDS_DIR = _OWN_DIR + "/backends/"
 
 
+_py = threading.local()
+_frame_names: dict = {}
+
+
 def python_node(skip: int = 1) -> int:
     """Trie node of the calling thread's Python stack (outermost frame first).
 
-    Innermost frames of our backends (a launch callback) are left out.
+    Frames are named ``<file>:<line>@<function>``.  Innermost frames of our backends (a
+    launch callback) are left out.  Each thread remembers the node of every frame it
+    walked through (holding at most 512 frames): the walk stops at the first frame still
+    on the stack at the same line, so a launch in a loop costs a few frames, not the
+    whole stack.
     """
     f = sys._getframe(skip)
     while f is not None and f.f_code.co_filename.startswith(_BACKENDS_DIR):
         f = f.f_back
-    frames = []
-    while f is not None:
-        co = f.f_code
-        frames.append(f"{co.co_filename}:{f.f_lineno}@{co.co_name}")
-        f = f.f_back
+    try:
+        cache = _py.cache
+    except AttributeError:
+        cache = _py.cache = {}
+    chain = []
     node = callpath.ROOT
+    while f is not None:
+        e = cache.get(id(f))
+        if e is not None and e[0] is f and e[1] == f.f_lineno:
+            node = e[2]
+            break
+        chain.append(f)
+        f = f.f_back
+    if len(cache) > 512:
+        cache.clear()
     child = callpath.child
-    for fr in reversed(frames):
-        node = child(node, fr)
+    names = _frame_names
+    for fr in reversed(chain):
+        code = fr.f_code
+        line = fr.f_lineno
+        key = (code, line)
+        nm = names.get(key)
+        if nm is None:
+            nm = names[key] = f"{code.co_filename}:{line}@{code.co_name}"
+        node = child(node, nm)
+        cache[id(fr)] = (fr, line, node)
     return node
 
 
@@ -135,7 +161,7 @@ def add_metrics(ctx, sid, targets, scalar: dict) -> None:
         for k in sorted(scalar):
             _stored, _pty, vt, val = tmetrics.normalize(k, scalar[k])
             cur = raw.get(k)
-            if cur is None or cur[0] != vt or _pty:
+            if cur is None or cur[0] != vt or _pty == tmetrics.PTY:
                 raw[k] = (vt, val)
             elif vt >= tmetrics.VINT:
                 raw[k] = (vt, [a + b for a, b in zip(cur[1], val)])

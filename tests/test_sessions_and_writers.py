@@ -125,11 +125,6 @@ def test_sessions_of_one_backend_must_share_the_mode():
         proton.start("m2", backend="host", mode="periodic_flushing")
 
 
-def test_instrumentation_backend_is_refused_clearly():
-    with pytest.raises(NotImplementedError, match="instrumentation"):
-        proton.start("ins", backend="instrumentation")
-
-
 def test_no_gpu_selects_host_backend_with_one_warning(recwarn):
     import warnings
     from proton_ctypes.backends import select

@@ -113,7 +113,10 @@ def ingest(session, views_by_tid, batch) -> None:
         return
     rows = batch[keep]
     t = rows["launch_ns"]
-    if session.context == "python":
+    if getattr(session.backend, "attribution", "timestamp") == "extcorr" and session.context != "python":
+        from ..events import code_of_ext
+        codes = code_of_ext(rows["py_node"])
+    elif session.context == "python":
         codes = rows["py_node"].astype(np.int64)
         codes[codes < 0] = callpath.ROOT
     else:

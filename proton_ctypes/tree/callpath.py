@@ -60,11 +60,13 @@ def walk(node: int, frames) -> int:
     return node
 
 
+#: frame Proton puts between a graph replay's launch path and the path captured in the graph
+CAPTURED_AT = "<captured_at>"
+
+
 def graft(base: int, sub: int) -> int:
-    """Return the node reached by appending the path of ``sub`` (without ROOT) below ``base``."""
-    if sub == ROOT:
-        return base
-    return walk(base, path(sub)[1:])
+    """The node for a kernel replayed from a graph: ``base/<captured_at>/<path of sub>``."""
+    return walk(child(base, CAPTURED_AT), path(sub)[1:])
 
 
 def size() -> int:

@@ -27,7 +27,7 @@ def node_metrics(pd, node, device_type: str) -> dict:
     out = {}
     fm = pd.flex.get(node)
     if fm:
-        for name, (_pty, vt, val) in fm.items():
+        for name, (_kind, vt, val) in fm.items():
             out[name] = tmetrics.json_value(vt, val)
     if node in pd.kernel_nodes:
         out["count"] = pd.kcount.get(node, 0)
@@ -43,8 +43,8 @@ def root_metrics(pd) -> dict:
         return {}
     out = {"count": 0, "time (ns)": 0}
     for fm in pd.flex.values():
-        for name, (_pty, vt, _val) in fm.items():
-            if vt <= tmetrics.DOUBLE:
+        for name, (kind, vt, _val) in fm.items():
+            if vt <= tmetrics.DOUBLE and kind != tmetrics.EXC:
                 out.setdefault(name, 0)
     return out
 

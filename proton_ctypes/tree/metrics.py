@@ -34,15 +34,19 @@ ADD_METRICS_TYPE_ERROR = (
     "collections.abc.Sequence[int] | collections.abc.Sequence[float]], tensorMetrics: "
     "collections.abc.Mapping[str, triton._C.libproton.proton.TensorMetric] = {}) -> None\n\nInvoked with types: int, dict, dict")
 
+#: metric kinds: summed, property (last value wins), exclusive (summed, never listed at ROOT)
+PLAIN, PTY, EXC = 0, 1, 2
+
 _key_cache: dict = {}
 
 
 def parse_key(raw: str):
-    """Return ``(stored_name, is_property)`` for a user metric key (cached)."""
+    """Return ``(stored_name, kind)`` for a user metric key (cached); see the module doc."""
     r = _key_cache.get(raw)
     if r is None:
         stored = raw.replace("(exc)", "").replace("(pty)", "").strip()
-        r = (stored, raw.endswith("(pty)"))
+        kind = PTY if raw.endswith("(pty)") else (EXC if raw.rstrip().endswith("(exc)") else PLAIN)
+        r = (stored, kind)
         _key_cache[raw] = r
     return r
 
@@ -125,7 +129,7 @@ def _sort_key(k):
 
 
 def add(node_metrics: dict, items: list) -> None:
-    """Accumulate normalised ``items`` into one node's ``{name: [is_pty, type, value]}``.
+    """Accumulate normalised ``items`` into one node's ``{name: [kind, type, value]}``.
 
     Applies items in order and raises at the first type or size mismatch (the items
     before it stay applied, as in Proton).
@@ -138,7 +142,7 @@ def add(node_metrics: dict, items: list) -> None:
         if cur[1] != vt:
             raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
                              f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
-        if cur[0]:
+        if cur[0] == PTY:
             cur[2] = list(val) if vt >= VINT else val
         elif vt >= VINT:
             old = cur[2]
@@ -203,7 +207,7 @@ def add_one(flex: dict, node: int, k: str, val) -> None:
     elif cur[1] != vt:
         raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
                          f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
-    elif cur[0]:
+    elif cur[0] == PTY:
         cur[2] = val
     else:
         cur[2] += val
@@ -246,7 +250,7 @@ def add_single(flex: dict, node: int, metrics: dict) -> bool:
         elif cur[1] != vt:
             raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
                              f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
-        elif cur[0]:
+        elif cur[0] == PTY:
             cur[2] = val
         else:
             cur[2] += val

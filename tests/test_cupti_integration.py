@@ -1,0 +1,113 @@
+"""The CUPTI backend (over the fake libcupti, real byte layouts) through the whole API:
+scope -> kernel records -> join -> tree -> file, as on a GPU (issues 4 and 9)."""
+import threading
+
+import pytest
+
+import proton_ctypes as proton
+from conftest import child_names, find, read_tree
+from fakes.fake_cupti import FakeCupti, FakeDriver
+from proton_ctypes.backends import select
+from proton_ctypes.backends.cupti import CuptiBackend
+
+
+@pytest.fixture
+def fake_cupti(request):
+    fake = FakeCupti(**getattr(request, "param", {}))
+    select.register("cupti", lambda: CuptiBackend(lib=fake, driver=FakeDriver(fake)))
+    yield fake
+    proton.finalize()
+    select.unregister("cupti")
+
+
+def test_kernels_land_under_scopes_and_states_of_their_thread(fake_cupti):
+    proton.start("c", backend="cupti")
+    with proton.scope("iteration"):
+        with proton.state("optimizer"):
+            fake_cupti.launch("add_one")
+        fake_cupti.launch("add_one", api="runtime")
+
+        def work():
+            with proton.scope("worker"):
+                fake_cupti.launch("mul")
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    proton.finalize()
+    root, dev = read_tree("c.hatchet")
+    it = find(root, "iteration")
+    assert find(it, "optimizer", "add_one")["metrics"]["count"] == 1
+    assert find(it, "add_one")["metrics"]["count"] == 1
+    assert find(it, "worker", "mul")["metrics"]["time (ns)"] == 800
+    assert root["metrics"] == {"count": 0, "time (ns)": 0}
+    assert dev == {"CUDA": {"0": FakeDriver.H200}}
+
+
+@pytest.mark.parametrize("fake_cupti", [{"clock_offset_ns": 10_000_000}], indirect=True)
+def test_clock_disagreement_falls_back_to_external_correlation_with_the_same_tree(fake_cupti):
+    with pytest.warns(Warning):
+        proton.start("x", backend="cupti")
+    assert select.get("cupti").attribution == "extcorr"
+    with proton.scope("a"):
+        fake_cupti.launch("k1")
+        with proton.scope("b"):
+            fake_cupti.launch("k2")
+        with proton.state("st"):
+            fake_cupti.launch("k3")
+    fake_cupti.launch("k4")
+    proton.finalize()
+    root, _ = read_tree("x.hatchet")
+    assert find(root, "a", "k1")["metrics"]["count"] == 1
+    assert find(root, "a", "b", "k2")["metrics"]["count"] == 1
+    assert find(root, "a", "st", "k3")["metrics"]["count"] == 1
+    assert find(root, "k4")["metrics"]["count"] == 1
+
+
+def test_graph_replay_goes_under_captured_at_below_the_replay_scope(fake_cupti):
+    proton.start("g", backend="cupti")
+    with proton.scope("capture"):
+        with proton.scope("captured_a"):
+            graph = fake_cupti.capture(["add_one"])
+    exe = fake_cupti.instantiate(graph)
+    with proton.scope("replays"):
+        for _ in range(3):
+            fake_cupti.replay(exe)
+    proton.finalize()
+    root, _ = read_tree("g.hatchet")
+    node = find(root, "replays", "<captured_at>", "capture", "captured_a", "add_one")
+    assert node["metrics"]["count"] == 3
+
+
+def test_kernels_on_two_devices_carry_their_device_and_both_are_listed(fake_cupti):
+    proton.start("d", backend="cupti")
+    with proton.scope("dev0"):
+        fake_cupti.launch("k", device=0)
+    with proton.scope("dev1"):
+        fake_cupti.launch("k", device=1, stream=13)
+    proton.finalize()
+    root, dev = read_tree("d.hatchet")
+    assert find(root, "dev0", "k")["metrics"]["device_id"] == "0"
+    assert find(root, "dev1", "k")["metrics"]["device_id"] == "1"
+    assert sorted(dev["CUDA"]) == ["0", "1"]
+
+
+def test_trace_lanes_are_per_device_and_stream(fake_cupti):
+    import json
+    proton.start("t", backend="cupti", data="trace")
+    with proton.scope("a"):
+        fake_cupti.launch("k", device=0, stream=7)
+        fake_cupti.launch("k", device=1, stream=13)
+    proton.finalize()
+    doc = json.load(open("t.chrome_trace"))
+    lanes = sorted((e["pid"], e["tid"]) for e in doc["traceEvents"] if e["cat"] == "kernel")
+    assert lanes == [(0, 7), (1, 13)]
+
+
+@pytest.mark.parametrize("fake_cupti", [{"drop_records": 3}], indirect=True)
+def test_dropped_records_are_reported_at_finalize(fake_cupti):
+    proton.start("dr", backend="cupti")
+    for _ in range(5):
+        fake_cupti.launch("k")
+    with pytest.warns(RuntimeWarning, match="lost 3 activity records"):
+        proton.finalize()
+    assert child_names(read_tree("dr.hatchet")[0]) == ["k"]
