@@ -45,6 +45,11 @@ CASES = {
     "state around every launch": dict(kernel="triton", per_launch="state"),
     'context="python" (torch)': dict(kernel="torch", start=dict(context="python")),
     'data="trace" (triton)': dict(kernel="triton", start=dict(data="trace")),
+    # issue 7: the launch-metadata hook and device-tensor metrics
+    'hook="triton", launch_metadata': dict(kernel="triton_meta", start=dict(hook="triton")),
+    'hook="triton", kernel excluded by name': dict(kernel="triton_meta", start=dict(hook="triton"),
+                                                  exclude="tiny.*"),
+    "scope with a device-tensor metric": dict(kernel="triton", per_launch="tensor_metric"),
 }
 TORCH_PROFILER_CASES = ("triton launch, one scope", "torch x.add_(1), one scope")
 BASIC_CASES = TORCH_PROFILER_CASES
@@ -67,13 +72,22 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
 
     x = torch.zeros(1024, device="cuda")
 
+    def meta(grid, metadata, args):
+        return {"name": "tiny_meta", "flops32": 1024.0, "bytes": 8192}
+
+    tiny_meta = triton.jit(launch_metadata=meta)(tiny.fn)
+
     def launch_triton():
         tiny[(1,)](x, 1024, BLOCK=1024)
+
+    def launch_triton_meta():
+        tiny_meta[(1,)](x, 1024, BLOCK=1024)
+    launch_triton.meta = launch_triton_meta
 
     def launch_torch():
         x.add_(1)
 
-    for fn in (launch_triton, launch_torch):
+    for fn in (launch_triton, launch_torch, launch_triton_meta):
         for _ in range(200):
             fn()
     torch.cuda.synchronize()
@@ -105,7 +119,8 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
         backend.stop()
     results = {}
     for case, outs in runs.items():
-        merged = {"us": statistics.median(o["us"] for o in outs), "us_reps": [round(o["us"], 3) for o in outs]}
+        us = [o["us"] for o in outs if o["us"] is not None]
+        merged = {"us": statistics.median(us) if us else None, "us_reps": [round(u, 3) for u in us]}
         for key in ("finalize_s",):
             if outs[0].get(key) is not None:
                 merged[key] = statistics.median(o[key] for o in outs)
@@ -119,8 +134,15 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
 def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launch_triton, launch_torch, rep):
     """One timed loop of ``case`` under ``impl``: µs per op, finalize seconds, kernels recorded."""
     spec = CASES[case]
-    launch = launch_triton if spec["kernel"] == "triton" else launch_torch
+    launch = {"triton": launch_triton, "torch": launch_torch,
+              "triton_meta": getattr(launch_triton, "meta", launch_triton)}[spec["kernel"]]
     per = spec.get("per_launch")
+    metric = torch.ones((), device="cuda") if per == "tensor_metric" else None
+    if spec.get("exclude") and proton is not None:
+        hook_cls = proton.hooks.LaunchHook
+        if not hasattr(hook_cls, "configure"):
+            return {"us": None, "skipped": "LaunchHook.configure does not exist in this triton"}
+        hook_cls().configure(exclude=spec["exclude"])
 
     def loop(count):
         if proton is None or per is None:
@@ -130,6 +152,11 @@ def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launc
             scope = proton.scope
             for _ in range(count):
                 with scope("s"):
+                    launch()
+        elif per == "tensor_metric":
+            scope = proton.scope
+            for _ in range(count):
+                with scope("s", {"loss": metric}):
                     launch()
         else:
             state = proton.state
@@ -174,6 +201,8 @@ def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launc
         out["finalize_s"] = time.perf_counter() - t0
         out["kernels"] = _count_kernels(name, spec.get("start", {}).get("data", "tree"))
         out["expected_kernels"] = n + warm
+        if spec.get("exclude"):
+            proton.hooks.LaunchHook().configure()
         if impl == "proton_ctypes":
             from proton_ctypes.backends import select
             cupti = select._instances.get("cupti")
@@ -247,7 +276,8 @@ def summarize(collected):
                 proton_over = over
             row = {"case": case, "impl": impl, "us_per_op": round(us, 3),
                    "overhead_us": None if over is None else round(over, 3), "ratio_to_proton": None,
-                   "finalize_s": None, "rounds_us": [round(r[case]["us"], 3) for r in collected[impl] if case in r],
+                   "finalize_s": None, "rounds_us": [round(r[case]["us"], 3) for r in collected[impl]
+                                             if case in r and r[case]["us"] is not None],
                    "reps_us": [r[case].get("us_reps") for r in collected[impl] if case in r]}
             if impl not in ("bare", "torch.profiler"):
                 row["kernels_recorded"] = [r[case].get("kernels") for r in collected[impl] if case in r]
