@@ -41,6 +41,9 @@ def _add_scope_metrics(ctx, sid, targets, metrics) -> None:
             recording.add_metrics(ctx, sid, targets, scalar)
         if tensor:
             from .tensor_metrics import add_tensor_metrics
+            # as in Proton, the metric kernels run inside metadata_state(): their kernel
+            # records land under __proton_launch_metadata, which the viewer hides
+            recording.set_state(ctx, "__proton_launch_metadata")
             add_tensor_metrics(ctx, sid, targets, tensor)
     finally:
         recording.clear_state_after_metrics(ctx)
