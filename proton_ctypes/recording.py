@@ -25,7 +25,8 @@ _BACKENDS_DIR = _OWN_DIR + "/backends/"
 
 
 _py = threading.local()
-_frame_names: dict = {}
+#: (parent node, code object, line) -> child node, so a known frame costs one lookup
+_frame_steps: dict = {}
 
 
 def python_node(skip: int = 1) -> int:
@@ -55,16 +56,16 @@ def python_node(skip: int = 1) -> int:
         f = f.f_back
     if len(cache) > 512:
         cache.clear()
-    child = callpath.child
-    names = _frame_names
+    steps = _frame_steps
     for fr in reversed(chain):
-        code = fr.f_code
         line = fr.f_lineno
-        key = (code, line)
-        nm = names.get(key)
-        if nm is None:
-            nm = names[key] = f"{code.co_filename}:{line}@{code.co_name}"
-        node = child(node, nm)
+        key = (node, fr.f_code, line)
+        nxt = steps.get(key)
+        if nxt is None:
+            code = fr.f_code
+            nm = f"{code.co_filename}:{line}@{code.co_name}"
+            nxt = steps[key] = callpath.child(node, nm)
+        node = nxt
         cache[id(fr)] = (fr, line, node)
     return node
 
