@@ -14,17 +14,22 @@ Same output as Proton 3.9 byte for byte, except where we deliberately differ (sp
   traceback); usage errors are one line too (exit code 2).
 
 Extras: ``.hatchet_msgpack`` input, ``--fail-if`` (see :mod:`.gate`), ``-f json`` (see :mod:`.jsonout`),
-``--html`` (see :mod:`.html`).
+``--html`` (see :mod:`.html`), and several inputs as one profile: ``FILE`` may be repeated, a quoted glob
+or a period-series prefix, ``-diff`` too (see :mod:`.inputs`), aggregated with ``--agg sum|mean|min|max``,
+with ``--max-rank`` naming the straggler rank per node (see :mod:`.aggregate`).  One positional file is
+shown exactly as before.  Proton rejects unknown options by the same check that rejects a second file
+(``AssertionError: Must specify a file to read``); we keep that message for an argument that starts with
+``-`` and for no file at all.
 """
 
 import argparse
 import os
 import sys
 
+from . import aggregate
 from . import gate as gate_mod
-from .filters import filter_frames
-from .metrics import derive_metrics, metric_label
-from .read import read, read_raw
+from .inputs import Inputs
+from .metrics import metric_label
 from .render import FRAME_FORMATS, format_names, print_profile
 
 _LIST_HELP = """List the metrics of the profile and exit. Names are case insensitive, units are ignored.
@@ -50,6 +55,24 @@ Examples: --fail-if 'time/ns>+5%%'  --fail-if 'total:time/ns>+1000,tflop32/s<-10
 """
 
 
+_INPUTS_HELP = """Several profiles as one (a FILE is a file, a quoted glob such as 'run_*.hatchet', or a
+period-series prefix: NAME stands for NAME.part_<k>.hatchet[_msgpack]):
+- period files of one process (NAME.part_0.hatchet, NAME.part_1.hatchet, ...) are summed into one input;
+- inputs are matched node by node by call path (frame names from ROOT) and combined with --agg;
+- an input's rank comes from its file name: a 'rank<N>' token (proton.rank3.hatchet), else the one
+  integer in which the names differ ('r{rank}_x' -> r3_x), else a trailing _<N>, -<N> or .<N>
+  (run_3.hatchet), else its position (0, 1, ...) on the command line;
+- device info: the first input listing a device is used (a note on stderr when another differs).
+One FILE is shown exactly as a single profile.
+"""
+
+_AGG_HELP = """How several inputs are combined per node (default: sum):
+  sum   add the file metrics, then derive (avg_time = total time / total count, time/%% of the total)
+  mean  sum / number of inputs (a node missing from an input counts 0 there)
+  min   smallest of the inputs' derived values at the node (over the inputs that have it)
+  max   largest of them (ROOT: the slowest input's total)"""
+
+
 class UsageError(Exception):
     """A bad command line (reported as one line, exit code 2)."""
 
@@ -62,8 +85,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser():
     """Return the argument parser (Proton's options plus ours)."""
     p = _Parser(prog="proton-viewer", formatter_class=argparse.RawTextHelpFormatter,
-                                description="Show a Proton profile (.hatchet or .hatchet_msgpack) as a tree.",
-                                usage="proton-viewer [options] FILE")
+                description="Show a Proton profile (.hatchet or .hatchet_msgpack) as a tree.\n\n" + _INPUTS_HELP,
+                usage="proton-viewer [options] FILE [FILE ...]")
     p.add_argument("-l", "--list", action="store_true", help=_LIST_HELP)
     p.add_argument("-m", "--metrics", type=str, default=None,
                    help="Comma-separated metrics to show: a metric of --list (summed over the subtree\n"
@@ -81,18 +104,25 @@ def build_parser():
                         "json: print the table as JSON instead (a list of nodes with path, name, metrics).")
     p.add_argument("--print-sorted", action="store_true", default=False,
                    help="After the tree, list the frames sorted by the first metric (with -diff: by |change|).")
-    p.add_argument("--diff-profile", "-diff", type=str, default=None, metavar="BASE",
+    p.add_argument("--diff-profile", "-diff", type=str, action="append", default=None, metavar="BASE",
                    help="Compare with a base profile: nodes matched by call path, columns base, new (FILE),\n"
-                        "change and change %%; nodes in one profile only are marked [new] or [gone].")
+                        "change and change %%; nodes in one profile only are marked [new] or [gone].\n"
+                        "BASE may be a quoted glob or a period prefix; repeat -diff for several files;\n"
+                        "several are aggregated with --agg like FILE (e.g. new_*.hatchet -diff 'base_*.hatchet').")
     p.add_argument("--fail-if", action="append", default=None, metavar="RULE", help=_FAIL_IF_HELP)
     p.add_argument("--html", type=str, default=None, metavar="REPORT.html",
                    help="Also write a self-contained HTML report (flame graph, sortable table).")
+    p.add_argument("--agg", choices=aggregate.AGGREGATIONS, default="sum", help=_AGG_HELP)
+    p.add_argument("--max-rank", "--agg-rank", dest="max_rank", action="store_true", default=False,
+                   help="Find stragglers: after the values, print rank=<r>, the rank of the input whose first\n"
+                        "metric is largest at that node (ties: the input given first; rank=- if none has it).\n"
+                        "-f json: \"max_rank\" per node. Not with -diff.")
     return p
 
 
-def show_metrics(path, write):
-    """Print the ``--list`` output for ``path``."""
-    profile = read_raw(path)
+def show_metrics(inputs, write, note=lambda text: None):
+    """Print the ``--list`` output for ``inputs`` (an :class:`~.inputs.Inputs`, the merged metrics)."""
+    profile = aggregate.raw_profile(inputs, note)
     write("Available inclusive metrics:\n")
     for raw in profile.root_metrics:
         write(f"- {metric_label(raw)}\n")
@@ -101,20 +131,17 @@ def show_metrics(path, write):
         write(f"- {metric_label(raw)}\n")
 
 
-def parse(metrics, path, include=None, exclude=None, threshold=None):
-    """Read, derive and filter one profile; return ``(profile, column names)``."""
-    profile = read(path)
-    columns = derive_metrics(profile, metrics)
-    profile = filter_frames(profile, include, exclude, threshold, columns[0])
-    return profile, columns
-
-
-def run(args, path, write, err):
-    """Execute the parsed command line; return the exit code."""
+def run(args, files, write, err):
+    """Execute the parsed command line on the positional ``files``; return the exit code."""
     if args.include and args.exclude:
         raise ValueError("Cannot specify both include and exclude")
+    inputs = Inputs(files)
+
+    def note(text):
+        err(f"proton-viewer: note: {text}\n")
+
     if args.list:
-        show_metrics(path, write)
+        show_metrics(inputs, write, note)
         return 0
     rules = gate_mod.parse_rules(args.fail_if or [])
     if rules and not args.diff_profile:
@@ -127,17 +154,27 @@ def run(args, path, write, err):
             raise ValueError("nothing to show: give the metrics with -m")
         return 0
     if args.diff_profile:
+        if args.max_rank:
+            raise ValueError("--max-rank cannot be combined with -diff")
         from .diff_command import run_diff
-        return run_diff(args, path, metrics, rules, write, err, parse)
-    profile, columns = parse(metrics, path, args.include, args.exclude, args.threshold)
+
+        def load_side(side, wanted):
+            return aggregate.load(side, wanted, args.agg, args.include, args.exclude, args.threshold,
+                                  note=note)[:2]
+        return run_diff(args, inputs, Inputs(args.diff_profile), metrics, rules, write, err, load_side)
+    profile, columns, ranks = aggregate.load(inputs, metrics, args.agg, args.include, args.exclude,
+                                             args.threshold, args.max_rank, note)
     if args.html:
         from .html import write_report
-        write_report(args.html, profile, columns, args.depth, title=path, names=format_names(profile, args.format))
+        write_report(args.html, profile, columns, args.depth, title=inputs.label,
+                     names=format_names(profile, args.format), extra=None if ranks is None else {"max rank": ranks})
     if args.format == "json":
         from .jsonout import profile_json
-        write(profile_json(profile, columns, args.depth, args.print_sorted) + "\n")
+        extra = None if ranks is None else {"max_rank": ranks}
+        write(profile_json(profile, columns, args.depth, args.print_sorted, extra) + "\n")
         return 0
-    print_profile(profile, columns, args.depth, args.format, args.print_sorted, write)
+    cells = None if ranks is None else ["rank=-" if r is None else f"rank={r}" for r in ranks]
+    print_profile(profile, columns, args.depth, args.format, args.print_sorted, write, cells)
     return 0
 
 
@@ -154,9 +191,9 @@ def main(argv=None):
     out, err = sys.stdout, sys.stderr
     try:
         args, rest = build_parser().parse_known_args(argv)
-        if len(rest) != 1:
+        if not rest or any(arg.startswith("-") for arg in rest):  # no file, or an unknown option
             raise AssertionError("Must specify a file to read")
-        return run(args, rest[0], out.write, err.write)
+        return run(args, rest, out.write, err.write)
     except UsageError as e:
         err.write(f"proton-viewer: error: {e} (see --help)\n")
         return 2

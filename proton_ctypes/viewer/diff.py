@@ -51,7 +51,7 @@ class DiffTree:
         return out
 
 
-def _keys(profile):
+def path_keys(profile):
     """Path key of every row: parent's key + (name, occurrence among same-named siblings)."""
     keys, seen = [None] * len(profile), {}
     for row, name in enumerate(profile.names):  # display order: parents first
@@ -81,7 +81,7 @@ def pct_change(delta, base):
 
 def build_diff(new_profile, new_columns, base_profile, base_columns):
     """Match ``new_profile`` and ``base_profile`` by call path and compute the changes."""
-    new_keys, base_keys = _keys(new_profile), _keys(base_profile)
+    new_keys, base_keys = path_keys(new_profile), path_keys(base_profile)
     new_row = {k: r for r, k in enumerate(new_keys)}
     base_row = {k: r for r, k in enumerate(base_keys)}
     kids = {}

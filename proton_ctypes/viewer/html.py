@@ -81,11 +81,12 @@ def _raw_value(v):
     return str(v)
 
 
-def write_report(path, profile, columns, depth, title, names=None):
+def write_report(path, profile, columns, depth, title, names=None, extra=None):
     """Write the report of one profile (the rows the tree shows, the displayed columns).
 
     ``names`` are the frame names to show (``-f`` applied), the full names by default.  Each node also
-    carries the metrics the file gives it (``raw``), shown on hover.
+    carries the metrics the file gives it (``raw``), shown on hover, and the per-row values of ``extra``
+    (``{"max rank": [...]}``), shown there too.
     """
     names = names if names is not None else profile.names
     rows, ids = _visible_ids(profile, depth)
@@ -94,6 +95,7 @@ def write_report(path, profile, columns, depth, title, names=None):
     nodes = []
     for row in rows:
         file_values = {k: _raw_value(v[row]) for k, v in raw}
+        file_values.update((k, _raw_value(v[row])) for k, v in (extra or {}).items())
         nodes.append({"id": ids[row], "parent": ids.get(profile.parent[row], -1), "name": names[row],
                       "depth": profile.depth[row], "values": [_num(v[row]) for v in values],
                       "raw": {k: v for k, v in file_values.items() if v is not None}})

@@ -8,6 +8,8 @@ With ``-diff BASE`` every node also has ``"status"`` (``"both"``, ``"new"``: onl
 in BASE) and each metric is ``{"base": ..., "new": ..., "delta": ..., "delta_pct": ...}``.
 Names are the full frame names; ``nan`` and infinities are written as ``null``.  With ``--print-sorted``
 the list is sorted by the first metric (by ``|delta|`` for a diff), largest first, ``null`` last.
+With ``--max-rank`` every node of a single (aggregated) profile also has ``"max_rank"`` (an integer or
+``null``), see :mod:`.aggregate`.
 """
 
 import json
@@ -36,8 +38,11 @@ def _visible(tree, depth):
     return [row for row in range(len(tree)) if tree.depth[row] < depth]
 
 
-def profile_json(profile, columns, depth=100, print_sorted=False):
-    """Return the JSON text for one profile (see the module docstring)."""
+def profile_json(profile, columns, depth=100, print_sorted=False, extra=None):
+    """Return the JSON text for one profile (see the module docstring).
+
+    ``extra`` maps more per-node keys to per-row values (``{"max_rank": [...]}``).
+    """
     rows = _visible(profile, depth)
     if print_sorted:
         rank = {row: i for i, row in enumerate(descending_order(profile.column(columns[0])).tolist())}
@@ -46,6 +51,9 @@ def profile_json(profile, columns, depth=100, print_sorted=False):
     values = [profile.column(c).tolist() for c in columns]
     nodes = [{"path": list(paths[row]), "name": profile.names[row], "depth": profile.depth[row],
               "metrics": {c: _plain(v[row]) for c, v in zip(columns, values)}} for row in rows]
+    for key, per_row in (extra or {}).items():
+        for node, row in zip(nodes, rows):
+            node[key] = _plain(per_row[row]) if per_row[row] is not None else None
     return json.dumps(nodes, indent=1, ensure_ascii=False)
 
 

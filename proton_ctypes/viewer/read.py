@@ -23,7 +23,9 @@ _NESTING_LIMIT = 20000
 
 
 class ProfileFormatError(ValueError):
-    """The file is empty, truncated or not a Proton tree profile."""
+    """The file is empty, truncated or not a Proton tree profile (``no_data``: only, no frame has metrics)."""
+
+    no_data = False
 
 
 def load_document(path):
@@ -133,17 +135,25 @@ def _display_order(nodes, parent, alive):
     return order, depth, kids
 
 
-def build_profile(document, path="<profile>"):
-    """Build a :class:`Profile` from a decoded ``[root, device_info]`` document."""
+def split_document(document, path="<profile>"):
+    """Check the outer shape of a decoded document; return ``(root node, device info dict)``."""
     if not isinstance(document, list) or not document or len(document) > 2:
         raise ProfileFormatError(f"{path}: not a Proton profile (expected [tree, device_info])")
     device_info = document[1] if len(document) > 1 else {}
     if not isinstance(device_info, dict):
         raise _bad(path, "the device info is not an object")
-    nodes, file_parent, n_children = flatten(document[0], path)
+    return document[0], device_info
+
+
+def build_profile(document, path="<profile>"):
+    """Build a :class:`Profile` from a decoded ``[root, device_info]`` document."""
+    root, device_info = split_document(document, path)
+    nodes, file_parent, n_children = flatten(root, path)
     alive = kept_nodes(nodes, file_parent, n_children)
     if not alive[0]:
-        raise ProfileFormatError(f"{path}: the profile holds no data (no frame has metrics)")
+        error = ProfileFormatError(f"{path}: the profile holds no data (no frame has metrics)")
+        error.no_data = True
+        raise error
     order, depth, kids = _display_order(nodes, file_parent, alive)
     row_of = {i: row for row, i in enumerate(order)}
 
@@ -175,7 +185,7 @@ def build_profile(document, path="<profile>"):
 
 
 @contextmanager
-def _no_gc():
+def no_gc():
     # Decoding builds hundreds of thousands of acyclic dicts: the cyclic GC only slows that down.
     enabled = gc.isenabled()
     gc.disable()
@@ -188,7 +198,7 @@ def _no_gc():
 
 def read_raw(path):
     """Read ``path`` into a Profile without the inclusive roll-up (what ``--list`` shows)."""
-    with _no_gc():
+    with no_gc():
         return build_profile(load_document(path), path)
 
 

@@ -75,9 +75,15 @@ def metric_cells(profile, columns):
     return lambda row: " ".join("{:.3f}".format(values[row]) for values in lists)
 
 
-def render_tree(profile, columns, depth=100, names=None):
-    """Return the printed tree (without the final newline ``print`` adds)."""
+def render_tree(profile, columns, depth=100, names=None, extra=None):
+    """Return the printed tree (without the final newline ``print`` adds).
+
+    ``extra[row]``, when given, is one more cell printed after the values (``--max-rank``).
+    """
     cell = metric_cells(profile, columns)
+    if extra is not None:
+        values_cell = cell
+        cell = lambda row: f"{values_cell(row)} {extra[row]}"  # noqa: E731
     names = names if names is not None else profile.names
     return "".join(tree_lines(profile, cell, names, depth))
 
@@ -98,8 +104,11 @@ def descending_order(values):
     return np.concatenate([order, np.nonzero(mask)[0]])
 
 
-def sorted_lines(profile, column, names):
-    """Yield the ``--print-sorted`` section (header and one line per row but the first)."""
+def sorted_lines(profile, column, names, extra=None):
+    """Yield the ``--print-sorted`` section (header and one line per row but the first).
+
+    ``extra[row]``, when given, ends each line after a space (``--max-rank``).
+    """
     yield f"Sorted kernels by metric {column}\n"
     values = profile.column(column)
     order = descending_order(values).tolist()
@@ -107,7 +116,8 @@ def sorted_lines(profile, column, names):
     for row in order[1:]:
         name = names[row]
         shown = name[:100] + "..." if len(name) > 100 else name
-        yield "{:105} {:.4}\n".format(shown, values[row])
+        tail = f" {extra[row]}" if extra is not None else ""
+        yield "{:105} {:.4}{}\n".format(shown, values[row], tail)
 
 
 def negative_bytes(profile, columns):
@@ -119,12 +129,15 @@ def negative_bytes(profile, columns):
         return bool(np.any(values < 0))
 
 
-def print_profile(profile, columns, depth, fmt, print_sorted, write):
-    """Write the viewer's text output for one profile through ``write`` (tree, sorted list, warning)."""
+def print_profile(profile, columns, depth, fmt, print_sorted, write, extra=None):
+    """Write the viewer's text output for one profile through ``write`` (tree, sorted list, warning).
+
+    ``extra``: one more text cell per row after the values (``--max-rank``), ``None`` for none.
+    """
     names = format_names(profile, fmt)
-    write(render_tree(profile, columns, depth, names) + "\n")
+    write(render_tree(profile, columns, depth, names, extra) + "\n")
     if print_sorted:
-        for line in sorted_lines(profile, columns[0], names):
+        for line in sorted_lines(profile, columns[0], names, extra):
             write(line)
     if negative_bytes(profile, columns):
         write(NEGATIVE_BYTES_WARNING + "\n\n")

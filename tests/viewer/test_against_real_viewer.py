@@ -14,6 +14,8 @@ Compared: stdout byte for byte, and for a failing run the one-line error ``<Exce
 * a profile left without any frame by the frame removal: Proton fails with ``KeyError: 'metrics'``, we
   say ``ProfileFormatError: …: the profile holds no data …``;
 * usage errors (argparse, exit 2): only the exit code is compared (our option list is longer).
+Not compared: several positional files (Proton: ``AssertionError: Must specify a file to read``; we aggregate
+them, see aggregate.py); an unknown option still gives Proton's assertion and is compared.
 """
 
 import atexit

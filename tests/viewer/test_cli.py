@@ -66,7 +66,7 @@ def test_list_takes_precedence_over_metrics(ref_dir):
     (["-m", "time", "-i", "a", "-e", "b", "nested.hatchet"], "ValueError: Cannot specify both include and exclude"),
     (["-m", "time/xx", "nested.hatchet"], "ValueError: Unsupported unit xx"),
     (["-m", "time"], "AssertionError: Must specify a file to read"),
-    (["-m", "time", "nested.hatchet", "states.hatchet"], "AssertionError: Must specify a file to read"),
+    (["-m", "time", "nested.hatchet", "-z"], "AssertionError: Must specify a file to read"),
     (["-m", "time", "--unknown-option", "nested.hatchet"], "AssertionError: Must specify a file to read"),
     (["-m", "time", "-e", "ROOT", "nested.hatchet"],
      "EmptyFilter: The provided filter would have produced an empty GraphFrame."),
