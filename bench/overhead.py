@@ -60,6 +60,11 @@ FINALIZE_CASES = {"finalize of the tree": "triton launch, one scope",
 # ============================================================================ worker
 def worker(impl: str, n: int, warm: int, reps: int) -> dict:
     """Run every case ``reps`` times under ``impl`` in this process; return ``{case: {...}}`` (medians)."""
+    sel = os.environ.get("PROTON_CTYPES_BENCH_CASES")
+    if sel:
+        for c in list(CASES):
+            if not any(k.strip() and k.strip() in c for k in sel.split(",")):
+                del CASES[c]
     import torch
     import triton
     import triton.language as tl
@@ -106,7 +111,7 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
         backend.start(lambda batch: delivered.__setitem__(0, delivered[0] + len(batch)), "")
     tmp = tempfile.mkdtemp()
     if impl == "torch.profiler" or impl in DIAGNOSTIC_IMPLS:
-        cases = BASIC_CASES
+        cases = tuple(c for c in BASIC_CASES if c in CASES)
     else:
         cases = tuple(CASES)
     runs = {case: [] for case in cases}
@@ -322,7 +327,17 @@ def main():
     ap.add_argument("--reps", type=int, default=2, help="timed loops per case inside each worker (median)")
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--cases", default=None, help="comma-separated substrings: run only matching cases")
     a = ap.parse_args()
+    if a.cases:
+        keep = [c for c in CASES if any(k.strip() and k.strip() in c for k in a.cases.split(","))]
+        for c in list(CASES):
+            if c not in keep:
+                del CASES[c]
+        for fc, src in list(FINALIZE_CASES.items()):
+            if src not in CASES:
+                del FINALIZE_CASES[fc]
+        os.environ["PROTON_CTYPES_BENCH_CASES"] = a.cases
     if a.worker:
         print("RESULT " + json.dumps(worker(a.worker, a.n, a.warm, a.reps)), flush=True)
         return

@@ -48,7 +48,7 @@ def get_kernel():
         import triton
         import triton.language as tl
 
-        @triton.jit
+        @triton.jit(do_not_specialize=["ring_ptr", "offset_ptr", "size", "seq_id", "value_ptr", "n"])
         def write_metric_record(ring_ptr, offset_ptr, size, seq_id, value_ptr, n,
                                 IS_FLOAT: tl.constexpr, BLOCK: tl.constexpr):
             # reserve n + 1 slots atomically, then write seq_id and the values (wrapping)
@@ -99,7 +99,7 @@ def ensure_kernels() -> None:
 
 
 def _ring_for(device):
-    key = str(device)
+    key = device
     r = _rings.get(key)
     if r is None:
         with _lock:
@@ -109,11 +109,34 @@ def _ring_for(device):
     return r
 
 
+#: is_float -> compiled kernel, launched directly (no JIT dispatch per metric)
+_compiled: dict = {}
+#: name of our kernel, which the launch hook ignores
+KERNEL_NAME = "write_metric_record"
+
+
+def _compiled_for(ring, value, is_float):
+    ck = _compiled.get(is_float)
+    if ck is None:
+        kernel = get_kernel()
+        try:
+            ck = kernel.warmup(ring.buf, ring.offset, ring.size, 1, value, 1, IS_FLOAT=is_float, BLOCK=128,
+                               grid=(1,), num_warps=1)
+            ck._init_handles()
+        except Exception:
+            ck = False  # this triton cannot hand out compiled kernels: use the JIT path
+        _compiled[is_float] = ck
+    return ck
+
+
 def _launch(ring, seq, tm, is_float):
-    kernel = get_kernel()
     value = tm.value.reshape(-1)
-    kernel[(1,)](ring.buf, ring.offset, ring.size, seq, value, tm.numel, IS_FLOAT=is_float, BLOCK=128,
-                 num_warps=1)
+    ck = _compiled_for(ring, value, is_float)
+    if ck:
+        ck[(1, 1, 1)](ring.buf, ring.offset, ring.size, seq, value, tm.numel)
+    else:
+        get_kernel()[(1,)](ring.buf, ring.offset, ring.size, seq, value, tm.numel, IS_FLOAT=is_float,
+                           BLOCK=128, num_warps=1)
 
 
 def _capturing() -> bool:

@@ -90,6 +90,8 @@ class LaunchHook(Hook):
         if _busy.get() is not None:
             return  # a launch inside launch_metadata, or a nested launch
         raw_name = metadata.data.get("name")
+        if raw_name == "write_metric_record":
+            return  # our device-metric kernel (Proton launches its own from C++, unhooked)
         if raw_name is not None:
             ok = self._seen.get(raw_name)
             if ok is None:

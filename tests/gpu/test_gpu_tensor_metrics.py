@@ -81,8 +81,9 @@ def _find(node, *names):
 def tree(tmp_path_factory):
     d = tmp_path_factory.mktemp("tm")
     env = dict(os.environ, PYTHONPATH=REPO)
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT)], cwd=d, env=env, capture_output=True,
-                       text=True, timeout=300)
+    script = d / "tensor_metrics_scenario.py"  # @triton.jit needs a source file
+    script.write_text(textwrap.dedent(SCRIPT))
+    r = subprocess.run([sys.executable, str(script)], cwd=d, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-4000:]
     return json.loads(r.stdout[r.stdout.index("[\n"):])[0]
 
