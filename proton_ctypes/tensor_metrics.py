@@ -133,10 +133,14 @@ def _launch(ring, seq, tm, is_float):
     value = tm.value.reshape(-1)
     ck = _compiled_for(ring, value, is_float)
     if ck:
-        ck[(1, 1, 1)](ring.buf, ring.offset, ring.size, seq, value, tm.numel)
-    else:
-        get_kernel()[(1,)](ring.buf, ring.offset, ring.size, seq, value, tm.numel, IS_FLOAT=is_float,
-                           BLOCK=128, num_warps=1)
+        try:
+            # triton's launcher takes every argument of the signature, constexprs included
+            ck[(1, 1, 1)](ring.buf, ring.offset, ring.size, seq, value, tm.numel, is_float, 128)
+            return
+        except TypeError:
+            _compiled[is_float] = False  # another launcher convention: use the JIT path from now on
+    get_kernel()[(1,)](ring.buf, ring.offset, ring.size, seq, value, tm.numel, IS_FLOAT=is_float,
+                       BLOCK=128, num_warps=1)
 
 
 def _capturing() -> bool:
