@@ -17,6 +17,7 @@ from .. import recording
 from ..events import thread_ctx
 from ..recording import set_state as _set_state
 from ..metric import set_metric_kernels, transform_tensor_metrics
+from ..tree.metrics import add_plain
 from ..state import get_metadata_state_name as metadata_state_name
 from .hook import Hook
 
@@ -135,7 +136,13 @@ class LaunchHook(Hook):
             sid = recording.next_id()
             targets = recording.op_prepare(ctx, kernel_name)
             if plain:
-                recording.add_metrics(ctx, sid, targets, plain)
+                if other is None and ctx.view is not None and len(targets) == 1:
+                    # one view, plain numbers: straight into its sessions' metric dicts
+                    view, node = targets[0]
+                    for flex in view.flexes:
+                        add_plain(flex, node, plain)
+                else:
+                    recording.add_metrics(ctx, sid, targets, plain)
             if tensor:
                 from ..tensor_metrics import add_tensor_metrics
                 _set_state(ctx, md_state)
