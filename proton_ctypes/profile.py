@@ -70,8 +70,8 @@ def start(
     mode_str = _mode_str(backend, mode)
     _check_env(backend)
     if backend == "instrumentation":
-        from .hooks.instrumentation import refuse_unsupported
-        refuse_unsupported(mode)
+        from .instrumentation.backend import ensure_registered
+        ensure_registered()
     session = manager.create(name, context, data, backend, mode_str)
     knobs.export_defaults(backend)
     if isinstance(hook, Hook):
@@ -81,6 +81,9 @@ def start(
         HookManager.register(LaunchHook(), session)
     elif hook is not None:
         raise ValueError(f"Unsupported hook: {hook!r}")
+    if backend == "instrumentation":
+        from .hooks.instrumentation import InstrumentationHook
+        HookManager.register(InstrumentationHook(mode), session)
     return session
 
 

@@ -1,67 +1,184 @@
-"""``backend="instrumentation"``: intra-kernel scopes (``proton.language``).
+"""``InstrumentationHook``: the hook behind ``backend="instrumentation"``.
 
-Instrumenting kernels needs Triton's proton compiler passes and a decoder of the
-device profile buffer; proton_ctypes does not provide them yet, so the backend is
-refused with a clear error instead of silently profiling nothing.  The mode objects
-(:mod:`proton_ctypes.mode`) and mode strings are fully supported.
+As Proton's (3.9) it interprets the mode, allows one active instance, and on
+``activate`` registers Triton's proton passes with Triton's compiler (3.6's
+``compiler.instrumentation`` object or 3.9's ``register_instrumentation``), sets
+``flags.instrumentation_on`` (read by :mod:`proton_ctypes.language`), installs a
+128-byte aligned profile-buffer allocator and sets
+``triton.knobs.compilation.instrumentation_mode``; ``deactivate`` undoes all of it.
+``init_handle`` reads each loaded kernel's scope names from its TTGIR and its warps and
+scratch size from its metadata; ``exit`` copies the launch's buffer to the host, decodes
+it and files the scope cycles under the kernel node of every active instrumentation
+session (libproton's ``exitInstrumentedOp``, without libproton).
+
+Differences from Proton (all where Proton misbehaves):
+
+* a launch of a kernel without ``proton.language`` records is not handed the previous
+  launch's buffer (Proton decodes that stale buffer with the wrong kernel's layout);
+* ``mode="default:granularity=warp"`` as a *string* works (Proton compares the raw
+  string with ``GRANULARITY.WARP`` at decode time and refuses it); a granularity other
+  than ``warp``, which Proton's decoder refuses at the first launch, is refused at
+  ``start`` with the same message.
 """
 from __future__ import annotations
 
-from .hook import Hook
+from typing import Any, Dict, Optional
 
-NOT_YET = ("[PROTON] proton_ctypes: backend='instrumentation' is not available yet: it needs Triton's proton "
-           "compiler passes (convert-proton-to-protongpu, allocate-proton-shared-memory, the NVIDIA/AMD "
-           "lowering) registered through Triton's instrumentation hooks and a decoder of the profile buffer")
+from ..flags import flags
+from .hook import Hook
 
 
 class InstrumentationHook(Hook):
-    """The hook Proton registers with the instrumentation backend (refused here)."""
+    """Instrumentation of ``proton.language`` scopes (priority 0, one active at a time)."""
 
-    priority = 0
-    active_count = 0
+    priority: int = 0
+    #: only one instance may be active at a time
+    active_count: int = 0
+    #: 3.9: when True, each launch's buffer is also copied to :attr:`host_buffer` with a header
+    enable_host_buffer: bool = False
+    host_buffer: Optional[Any] = None
+    #: minimum buffer size (bytes) and alignment handed to the passes, as in Proton
+    profile_buffer_size: int = 1
+    profile_buffer_alignment: int = 128
 
-    def __init__(self, mode=None):
-        self.mode = mode
+    def __init__(self, mode_obj=None):
+        from ..instrumentation.allocator import ProfileAllocator
+        from ..instrumentation.modes import interpret_mode
+        self.mode = interpret_mode(mode_obj)
+        self.allocator = ProfileAllocator(self, self.profile_buffer_alignment, self.profile_buffer_size)
+        from ..instrumentation.metadata import KERNELS
+        #: function handle -> KernelInfo of the loaded kernels (process-wide, as libproton's)
+        self.kernels: Dict[Any, Any] = KERNELS
+        self.metadata_path: Dict[Any, Optional[str]] = {}
+        self._registration = None
+        self._instrumentation_backend: Optional[str] = None
+        self._previous_mode = None
 
-    def init_handle(self, module, function, name, metadata_group, hash) -> None:
-        """Would read the kernel's scope names from its TTGIR."""
+    @property
+    def buffer(self):
+        """The most recent profile buffer (Proton's ``hook.buffer``)."""
+        return self.allocator.last
 
-    def enter(self, metadata) -> None:
-        """Would hand the profile buffer to the launch."""
+    @buffer.setter
+    def buffer(self, value) -> None:
+        self.allocator.last = value
 
-    def exit(self, metadata) -> None:
-        """Would decode the profile buffer after the launch."""
-
+    # ----------------------------------------------------------------------------- lifecycle
     def activate(self) -> None:
-        """Refused: see the module docstring."""
+        """Register the passes, the allocator and the mode (see module docstring).
+
+        Raises:
+            RuntimeError: another instrumentation hook is active (Proton's message), or the
+                target backend is neither CUDA nor HIP (``Unsupported backend: ...``).
+            ValueError: a granularity other than ``warp``.
+        """
         if InstrumentationHook.active_count > 0:
             raise RuntimeError("Only one instance of the instrumentation hook can be active at a time.")
-        raise NotImplementedError(NOT_YET)
+        import triton
+        from triton.runtime._allocation import set_profile_allocator
+        from ..instrumentation import passes
+        from ..instrumentation.modes import check_supported
+
+        device = triton.runtime.driver.active.get_current_device()
+        backend_name = passes.backend_name()
+        check_supported(self.mode, backend_name)
+        self._registration = passes.register(self.mode, backend_name, device, self.profile_buffer_size,
+                                             self.profile_buffer_alignment)
+        self._instrumentation_backend = backend_name
+        InstrumentationHook.active_count += 1
+        flags.instrumentation_on = True
+        set_profile_allocator(self.allocator)
+        triton.knobs.compilation.instrumentation_mode = str(self.mode)
 
     def deactivate(self) -> None:
-        """Nothing was activated."""
+        """Unregister the passes, the allocator and the mode; forget the buffers."""
+        if InstrumentationHook.active_count == 0:
+            return
+        InstrumentationHook.active_count -= 1
+        if self._registration is not None:
+            self._registration.remove()
+            self._registration = None
+            self._instrumentation_backend = None
+        flags.instrumentation_on = False
+        import triton
+        from triton.runtime._allocation import NullAllocator, set_profile_allocator
+        triton.knobs.compilation.instrumentation_mode = ""
+        set_profile_allocator(NullAllocator())
+        InstrumentationHook.host_buffer = None
+        self.allocator.take()
+        self.buffer = None
+
+    # ----------------------------------------------------------------------------- kernels
+    def init_handle(self, module: Any, function: Any, name: str, metadata_group: Dict[str, str], hash: str) -> None:
+        """Read the kernel's scopes (TTGIR) and layout (metadata JSON) when it is loaded.
+
+        Raises:
+            RuntimeError: ``IR path not found in metadata for function ...`` (Proton's).
+        """
+        if not function:
+            return
+        from ..instrumentation.metadata import from_metadata_group
+        from ..instrumentation.passes import backend_name
+        backend = self._instrumentation_backend or backend_name()
+        try:
+            info = from_metadata_group(name, metadata_group, backend)
+        except RuntimeError:
+            raise RuntimeError(f"IR path not found in metadata for function {function}") from None
+        self.kernels[function] = info
+        self.metadata_path[function] = info.metadata_path
+
+    def destroy_handle(self, module: Any, function: Any, name: str, metadata_group: Dict[str, str], hash: str) -> None:
+        """Forget an unloaded kernel (triton >= 3.9)."""
+        if not function:
+            return
+        self.kernels.pop(function, None)
+        self.metadata_path.pop(function, None)
+
+    # ----------------------------------------------------------------------------- launches
+    def enter(self, metadata) -> None:
+        """Nothing to do before the launch (the allocator already ran)."""
+        if InstrumentationHook.enable_host_buffer:
+            InstrumentationHook.host_buffer = None
+
+    def exit(self, metadata) -> None:
+        """Copy the launch's buffer to the host, decode it and attribute its scopes."""
+        buf = self.allocator.take()
+        if buf is None:
+            return
+        data = metadata.data
+        func = data.get("function")
+        info = self.kernels.get(func)
+        if info is None or not info.instrumented:
+            return
+        host = _to_host(buf, data.get("stream"))
+        from ..events import thread_ctx
+        from ..instrumentation.attribute import record_launch
+        device = getattr(getattr(buf, "device", None), "index", None)
+        if not isinstance(device, int):
+            import triton
+            device = triton.runtime.driver.active.get_current_device()
+        target = "HIP" if self._instrumentation_backend == "amd" else "CUDA"
+        record_launch(thread_ctx(), info, host, device, target, self.mode)
+        if InstrumentationHook.enable_host_buffer:
+            self._populate_host_buffer(info, host)
+
+    def _populate_host_buffer(self, info, host) -> None:
+        """3.9's binary trace for external tools: a header, then the raw buffer."""
+        import torch
+        from ..instrumentation.layout import host_buffer_bytes
+        raw = host_buffer_bytes(info, host, self.mode)
+        InstrumentationHook.host_buffer = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
 
 
-def refuse_unsupported(mode) -> None:
-    """Validate ``mode`` like Proton, then refuse the backend with a clear error."""
-    if isinstance(mode, str) and mode:
-        parse_mode_string(mode)
-    raise NotImplementedError(NOT_YET)
+def _to_host(buf, stream):
+    """The bytes of device tensor ``buf`` once the launch on ``stream`` has finished."""
+    import numpy as np
+    if isinstance(buf, np.ndarray):
+        return buf
+    import torch
+    cur = torch.cuda.current_stream(buf.device)
+    if stream and int(stream) != int(cur.cuda_stream):
+        with torch.cuda.stream(torch.cuda.ExternalStream(int(stream), device=buf.device)):
+            return buf.cpu().numpy()
+    return buf.cpu().numpy()
 
-
-def parse_mode_string(mode: str):
-    """Parse ``name[:key=value]*`` into a mode object (Proton's errors for bad input)."""
-    from .. import mode as modes
-    parts = mode.split(":")
-    name, opts = parts[0], {}
-    for opt in parts[1:]:
-        if "=" not in opt:
-            raise ValueError(f"Malformed instrumentation option: '{opt}'")
-        k, v = opt.split("=", 1)
-        opts[k] = v
-    classes = {"default": modes.Default, "mma": modes.MMA}
-    if name not in classes:
-        raise ValueError(f"Unknown mode: {mode}")
-    if "buffer_size" in opts:
-        opts["buffer_size"] = int(opts["buffer_size"])
-    return classes[name](**opts)

@@ -13,6 +13,12 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 
+#: function handle -> KernelInfo of every kernel loaded while instrumentation was on.  Process
+#: wide, as libproton's function metadata: a kernel loaded under one session is launched
+#: under later ones without being loaded again.
+KERNELS: Dict[object, "KernelInfo"] = {}
+
+
 @dataclass
 class KernelInfo:
     """One loaded kernel (keyed by its function handle)."""

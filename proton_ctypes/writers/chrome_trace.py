@@ -45,6 +45,13 @@ def _scope_body(ev, cache):
 
 def dumps(pd) -> str:
     """Serialise the trace events of one phase."""
+    # -- instrumentation backend: a phase holding device cycle records ("cycles") is written
+    # -- as libproton's cycle trace, and only that (proton_ctypes.instrumentation.trace)
+    cycles = [e for e in pd.trace if e[0] == "cycles"]
+    if cycles:
+        from ..instrumentation.trace import dumps as cycle_dumps
+        return cycle_dumps(cycles)
+    # -- end instrumentation
     cache = {}
     scopes = [e for e in pd.trace if e[0] == "scope"]
     kern = [e for e in pd.trace if e[0] == "kernels"]

@@ -1,0 +1,87 @@
+"""The ``instrumentation`` backend object the session manager holds.
+
+It has no device activity of its own to collect: every instrumented launch is decoded
+by the hook when the launch returns (as libproton does), so ``flush`` and ``stop`` have
+nothing to do.  It knows the target (``cuda``/``hip``, the mode string's first part,
+libproton's ``Unknown device type`` otherwise) and writes the device block of the
+hatchet file from the Triton driver's device properties.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+class InstrumentationBackend:
+    """Backend ``"instrumentation"``: decoding happens in the launch hook."""
+
+    name = "instrumentation"
+    #: no kernel records: the call-path join of the other backends is not used
+    device_type = ""
+
+    def __init__(self):
+        self.dropped = 0
+        self.running = False
+        self.target = "CUDA"
+        self._props = {}
+
+    def start(self, sink, mode: str, python_context=None) -> None:
+        """Check the target of the mode string (``cuda[:...]`` or ``hip[:...]``)."""
+        prefix = (mode or "").split(":")[0].lower()
+        if prefix == "cuda":
+            self.target = "CUDA"
+        elif prefix == "hip":
+            self.target = "HIP"
+        else:
+            raise RuntimeError(f"[PROTON] Unknown device type: {(mode or '').split(':')[0]}")
+        self.running = True
+
+    def flush(self) -> None:
+        """Launches are decoded when they return: nothing is pending."""
+
+    def stop(self) -> None:
+        """Nothing to release."""
+        self.running = False
+
+    def _properties(self, device: int) -> dict:
+        props = self._props.get(device)
+        if props is None:
+            import triton
+            drv = triton.runtime.driver.active
+            props = dict(drv.utils.get_device_properties(device))
+            props["_arch"] = drv.get_current_target().arch
+            self._props[device] = props
+        return props
+
+    def device_info(self, devices: Iterable[int]) -> dict:
+        """``{"CUDA": {"0": {arch, bus_width, clock_rate, memory_clock_rate, num_sms}}}``."""
+        devices = sorted({int(d) for d in devices})
+        if not devices:
+            return {}
+        out = {}
+        for d in devices:
+            try:
+                p = self._properties(d)
+            except Exception:
+                p = {}
+            arch = p.get("arch", p.get("_arch", ""))
+            if self.target == "CUDA":
+                arch = p.get("_arch", arch)
+            out[str(d)] = {
+                "arch": str(arch).split(":")[0] if arch is not None else "",
+                "bus_width": int(p.get("mem_bus_width", 0) or 0),
+                "clock_rate": int(p.get("sm_clock_rate", 0) or 0),
+                "memory_clock_rate": int(p.get("mem_clock_rate", 0) or 0),
+                "num_sms": int(p.get("multiprocessor_count", 0) or 0),
+            }
+        return {self.target: out}
+
+
+def ensure_registered() -> None:
+    """Make ``backend="instrumentation"`` resolve to :class:`InstrumentationBackend`.
+
+    A backend already registered under that name (a test double) is left in place.
+    """
+    from ..backends import select
+    try:
+        select.get("instrumentation")
+    except ValueError:
+        select.register("instrumentation", InstrumentationBackend)

@@ -1,0 +1,102 @@
+"""Writing the layouts :mod:`.decode` reads: CTA records (tests, benchmarks) and 3.9's host trace.
+
+:func:`build_buffer` produces what an instrumented kernel writes (see :mod:`.decode`)
+from a description of each CTA's events, so the decoder can be exercised without a GPU.
+:func:`host_buffer_bytes` is the binary trace 3.9's ``InstrumentationHook`` exposes as
+``host_buffer`` when ``enable_host_buffer`` is set (a header for external parsers,
+then the raw buffer).
+"""
+from __future__ import annotations
+
+import struct
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .decode import ASYNC_BIT, CLOCK_HI_MASK, END_BIT, HEADER_BYTES, PREAMBLE, SCOPE_SHIFT
+
+VERSION = 1
+
+#: one entry: (is_end, scope_id, cycle) or (is_end, scope_id, cycle, is_async)
+Entry = Tuple
+
+
+def encode_entry(is_end: bool, scope: int, cycle: int, is_async: bool = False, clock32: bool = False):
+    """The two 32-bit words of one record."""
+    tag = (END_BIT if is_end else 0) | ((scope & 0xFF) << SCOPE_SHIFT) | (ASYNC_BIT if is_async else 0)
+    if not clock32:
+        tag |= (cycle >> 32) & CLOCK_HI_MASK
+    return tag, cycle & 0xFFFFFFFF
+
+
+def build_block(block_id: int, proc_id: int, num_warps: int, buf_size: int,
+                warps: Dict[int, Sequence[Entry]], times=(1000, 1500, 1600), uids: Optional[Sequence[int]] = None,
+                counts: Optional[Sequence[int]] = None, scratch: Optional[int] = None, preamble: int = PREAMBLE,
+                circular: bool = True) -> bytes:
+    """One CTA record.  ``warps`` maps a warp id to its entries in write order.
+
+    With ``circular`` (the device's behaviour) a warp writing more entries than its
+    segment holds wraps around; ``counts`` overrides the written word counts.
+    """
+    uids = list(range(num_warps)) if uids is None else list(uids)
+    seg = buf_size // len(uids)
+    cap = seg // 8
+    words = {u: [] for u in uids}
+    for u, ents in warps.items():
+        for e in ents:
+            words[u].extend(encode_entry(e[0], e[1], e[2], bool(e[3]) if len(e) > 3 else False))
+    cnt = [0] * num_warps
+    for u in uids:
+        cnt[u] = len(words.get(u, []))
+    if counts is not None:
+        cnt = list(counts)
+    head = struct.pack("<IIII", preamble, block_id, proc_id, buf_size) + struct.pack("<QQQ", *times)
+    head += struct.pack(f"<{num_warps}I", *cnt)
+    payload = bytearray()
+    for u in uids:
+        w = words.get(u, [])
+        segw = [0] * (cap * 2)
+        for i in range(0, len(w), 2):
+            slot = (i // 2) % cap if (circular and cap) else i // 2
+            if slot < cap:
+                segw[2 * slot], segw[2 * slot + 1] = w[i], w[i + 1]
+        chunk = struct.pack(f"<{len(segw)}I", *segw)
+        payload += chunk.ljust(seg, b"\0")[:seg]
+    rec = head + bytes(payload)
+    if scratch is not None:
+        rec = rec.ljust(scratch, b"\0")
+    return rec
+
+
+def build_buffer(blocks: Iterable[bytes], scratch: int) -> np.ndarray:
+    """Concatenate CTA records, each padded to ``scratch`` bytes, as a uint8 array."""
+    out = b"".join(b.ljust(scratch, b"\0")[:scratch] for b in blocks)
+    return np.frombuffer(bytearray(out), dtype=np.uint8)
+
+
+def scratch_size(num_warps: int, buf_size: int, align: int = 128) -> int:
+    """The ``profile_scratch_size`` Triton reserves: header, counts and events, aligned."""
+    need = HEADER_BYTES + 4 * num_warps + buf_size
+    return (need + align - 1) // align * align
+
+
+def host_buffer_bytes(info, raw, mode_obj) -> bytes:
+    """3.9's ``InstrumentationHook.host_buffer``: header fields, uid list, raw buffer."""
+    from .modes import enum_name
+    raw = np.asarray(raw, dtype=np.uint8).reshape(-1)
+    target = info.target or {}
+    backend = target.get("backend") if isinstance(target, dict) else None
+    device_type = 1 if backend == "cuda" else (2 if backend == "hip" else 0)
+    scratch = info.scratch
+    total = info.num_warps
+    sampled = mode_obj.sampling_options.strip().split(",")
+    uid_num = total if enum_name(mode_obj.sampling_strategy) == "NONE" else len(sampled)
+    alloc = len(raw)
+    block_num = alloc // scratch if scratch else 0
+    if mode_obj.sampling_options == "" and enum_name(mode_obj.granularity) == "WARP":
+        uid_vec: List[int] = list(range(total))
+    else:
+        uid_vec = [int(i) for i in sampled]
+    header_size = 40 + uid_num * 4
+    values = [VERSION, 4, header_size, header_size, alloc, device_type, block_num, total, scratch, uid_num, *uid_vec]
+    return struct.pack("I" * len(values), *values) + raw.tobytes()
