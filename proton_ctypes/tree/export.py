@@ -39,12 +39,9 @@ def node_metrics(pd, node, device_type: str) -> dict:
 
 def root_metrics(pd) -> dict:
     """ROOT's metrics: zeros for every kernel and summed scalar metric when kernels exist."""
-    cycles = any("normalized_cycles" in fm for fm in pd.flex.values())
     if not pd.kernel_nodes:
-        return {"cycles": 0, "normalized_cycles": 0} if cycles else {}
+        return {}
     out = {"count": 0, "time (ns)": 0}
-    if cycles:
-        out.update({"cycles": 0, "normalized_cycles": 0})
     for fm in pd.flex.values():
         for name, (kind, vt, _val) in fm.items():
             if vt <= tmetrics.DOUBLE and kind != tmetrics.EXC:
