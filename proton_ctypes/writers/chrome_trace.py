@@ -95,4 +95,6 @@ def dumps(pd) -> str:
                 head = kbody[node] = (f'{{"args":{{"call_stack":{stack}}},"cat":"kernel","dur":', leaf)
             append(f'{head[0]}{dur[i]!r},"name":{head[1]},"ph":"X","pid":{k_dev_l[j]},"tid":{lane_l[i]},'
                    f'"ts":{ts[i]!r}}}')
+    if not out:  # 3.9 writes no base time for an empty trace
+        return '{"displayTimeUnit":"us","traceEvents":[]}'
     return f'{{"baseTimeNanoseconds":{base},"displayTimeUnit":"us","traceEvents":[{",".join(out)}]}}'

@@ -627,3 +627,8 @@ def python_context(proton, out, rec):
     proton.enter_scope("e", metrics={"k": 2})
     proton.exit_scope()
     proton.finalize()
+
+
+def trace_empty(proton, out, rec):
+    proton.start(out("te"), data="trace")
+    proton.finalize()
