@@ -14,7 +14,10 @@ round by round (the order rotates), and every figure is the median over rounds. 
 * ``data="trace"`` (Triton, one scope): per launch, and its ``finalize``;
 * the ``finalize`` of the tree of the first case.
 
-``overhead_us`` = µs per op minus bare's µs per op for the same loop; ``ratio_to_proton``
+``overhead_us`` = µs per op minus bare's µs per op for the same loop (the bare process);
+``self_overhead_us`` = the same against bare loops run in the profiled process itself, just
+before the profiler is imported (median over rounds; immune to process-to-process drift);
+``ratio_to_proton``
 = overhead / Proton's overhead (for finalize rows: finalize_s / Proton's finalize_s).
 Every profiled run also counts the kernels in its output file, so a profiler that loses
 kernels cannot look fast.
@@ -35,9 +38,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ("bare", "proton", "proton_ctypes", "torch.profiler")
-#: Diagnostic implementations (``--impls``): the CUPTI backend alone with a no-op sink, parsing
-#: every completed buffer at once (eager) or only at flush (lazy).
-DIAGNOSTIC_IMPLS = ("cupti_eager", "cupti_lazy")
+#: Diagnostic implementations (``--impls``), each with a no-op sink: the CUPTI backend alone,
+#: parsing every completed buffer at once (eager) or only at flush (lazy); the same backend with
+#: kernel records only (no launch-API records); and a bare ``cuptiSubscribe`` with nothing
+#: enabled (what merely attaching a CUPTI subscriber costs the driver's launch path).
+DIAGNOSTIC_IMPLS = ("cupti_eager", "cupti_lazy", "cupti_kernel_only", "cupti_subscribe_only")
 CASES = {
     "triton launch, one scope": dict(kernel="triton"),
     "torch x.add_(1), one scope": dict(kernel="torch"),
@@ -97,6 +102,12 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
             fn()
     torch.cuda.synchronize()
 
+    # This process's own bare loops, before any profiler touches CUDA: the reference for
+    # ``overhead_self_us`` (process-to-process drift on the H200 is several µs).
+    pre_bare = {}
+    if impl != "bare":
+        for case in (c for c in CASES if impl not in ("torch.profiler",) + DIAGNOSTIC_IMPLS or c in BASIC_CASES):
+            pre_bare[case] = _bare_loop(CASES[case], n, warm, torch, launch_triton, launch_torch)
     proton = backend = None
     delivered = [0]
     if impl == "proton":
@@ -106,9 +117,7 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
         import proton_ctypes as proton
     elif impl in DIAGNOSTIC_IMPLS:
         sys.path.insert(0, ROOT)
-        from proton_ctypes.backends.cupti import CuptiBackend
-        backend = CuptiBackend(parse_batch_buffers=1 if impl == "cupti_eager" else 10**6)
-        backend.start(lambda batch: delivered.__setitem__(0, delivered[0] + len(batch)), "")
+        backend = _diagnostic_backend(impl, delivered)
     tmp = tempfile.mkdtemp()
     if impl == "torch.profiler" or impl in DIAGNOSTIC_IMPLS:
         cases = tuple(c for c in BASIC_CASES if c in CASES)
@@ -126,6 +135,9 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
     for case, outs in runs.items():
         us = [o["us"] for o in outs if o["us"] is not None]
         merged = {"us": statistics.median(us) if us else None, "us_reps": [round(u, 3) for u in us]}
+        if case in pre_bare and us:
+            merged["pre_bare_us"] = round(pre_bare[case], 3)
+            merged["self_overhead_us"] = statistics.median(u - pre_bare[case] for u in us)
         for key in ("finalize_s",):
             if outs[0].get(key) is not None:
                 merged[key] = statistics.median(o[key] for o in outs)
@@ -136,11 +148,53 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
     return results
 
 
+def _launcher(spec, launch_triton, launch_torch):
+    return {"triton": launch_triton, "torch": launch_torch,
+            "triton_meta": getattr(launch_triton, "meta", launch_triton)}[spec["kernel"]]
+
+
+def _bare_loop(spec, n, warm, torch, launch_triton, launch_torch) -> float:
+    """µs per op of the case's kernel launched ``n`` times with no profiler code around it."""
+    launch = _launcher(spec, launch_triton, launch_torch)
+    for _ in range(warm):
+        launch()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        launch()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def _diagnostic_backend(impl, delivered):
+    """Start the diagnostic CUPTI configuration ``impl`` (see DIAGNOSTIC_IMPLS)."""
+    import ctypes
+    from proton_ctypes.backends import cupti_layout as L
+    from proton_ctypes.backends.cupti import CuptiBackend
+    from proton_ctypes.backends.cupti_lib import CALLBACK_FUNC, load_cupti
+
+    def sink(batch):
+        delivered[0] += len(batch)
+    if impl == "cupti_subscribe_only":
+        lib = load_cupti()
+        handle, cb = ctypes.c_void_p(), CALLBACK_FUNC(lambda *a: None)
+        lib.call("cuptiSubscribe", ctypes.byref(handle), cb, None)
+        _diagnostic_backend.keep = (lib, handle, cb)
+        return None
+    backend = CuptiBackend(parse_batch_buffers=1 if impl == "cupti_eager" else 10**6)
+    if impl == "cupti_kernel_only":
+        def kernel_only(lib):
+            lib.call("cuptiActivityEnable", L.KIND_CONCURRENT_KERNEL)
+            backend._enabled_kinds.append(L.KIND_CONCURRENT_KERNEL)
+        backend._enable_activity = kernel_only
+    backend.start(sink, "")
+    return backend
+
+
 def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launch_triton, launch_torch, rep):
     """One timed loop of ``case`` under ``impl``: µs per op, finalize seconds, kernels recorded."""
     spec = CASES[case]
-    launch = {"triton": launch_triton, "torch": launch_torch,
-              "triton_meta": getattr(launch_triton, "meta", launch_triton)}[spec["kernel"]]
+    launch = _launcher(spec, launch_triton, launch_torch)
     per = spec.get("per_launch")
     metric = torch.ones((), device="cuda") if per == "tensor_metric" else None
     if spec.get("exclude") and proton is not None:
@@ -171,7 +225,7 @@ def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launc
         torch.cuda.synchronize()
 
     out = {}
-    if impl == "bare" or backend is not None:
+    if impl == "bare" or impl in DIAGNOSTIC_IMPLS:
         before = delivered[0]
         loop(warm)
         t0 = time.perf_counter()
@@ -281,7 +335,10 @@ def summarize(collected):
                 proton_over = over
             row = {"case": case, "impl": impl, "us_per_op": round(us, 3),
                    "overhead_us": None if over is None else round(over, 3), "ratio_to_proton": None,
-                   "finalize_s": None, "rounds_us": [round(r[case]["us"], 3) for r in collected[impl]
+                   "finalize_s": None,
+                   "self_overhead_us": None if med(impl, case, "self_overhead_us") is None
+                   else round(med(impl, case, "self_overhead_us"), 3),
+                   "rounds_us": [round(r[case]["us"], 3) for r in collected[impl]
                                              if case in r and r[case]["us"] is not None],
                    "reps_us": [r[case].get("us_reps") for r in collected[impl] if case in r]}
             if impl not in ("bare", "torch.profiler"):
@@ -306,15 +363,17 @@ def summarize(collected):
 
 def print_table(rows, out=sys.stdout):
     """The printed table: µs per op, overhead over bare, ratio to Proton, finalize seconds."""
-    head = f"{'case':30s} {'impl':15s} {'us/op':>8s} {'overhead':>9s} {'vs Proton':>9s} {'finalize s':>10s}"
+    head = (f"{'case':30s} {'impl':20s} {'us/op':>8s} {'overhead':>9s} {'vs Proton':>9s} {'self-ovh':>9s} "
+            f"{'finalize s':>10s}")
     print(head, file=out)
     print("-" * len(head), file=out)
 
     def fmt(v, spec):
         return format(v, spec) if v is not None else "-"
     for r in rows:
-        print(f"{r['case'][:30]:30s} {r['impl']:15s} {fmt(r['us_per_op'], '8.2f'):>8s} "
+        print(f"{r['case'][:30]:30s} {r['impl']:20s} {fmt(r['us_per_op'], '8.2f'):>8s} "
               f"{fmt(r['overhead_us'], '+9.2f'):>9s} {fmt(r['ratio_to_proton'], '9.2f'):>9s} "
+              f"{fmt(r.get('self_overhead_us'), '+9.2f'):>9s} "
               f"{fmt(r['finalize_s'], '10.4f'):>10s}", file=out)
 
 

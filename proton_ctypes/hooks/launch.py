@@ -13,17 +13,23 @@ from contextvars import ContextVar
 from numbers import Number
 from typing import Optional
 
+from time import time_ns
+
 from .. import recording
-from ..events import thread_ctx
+from ..events import G, resync, thread_ctx
+from ..tree import callpath
 from ..recording import set_state as _set_state
 from ..metric import set_metric_kernels, transform_tensor_metrics
 from ..tree.metrics import add_plain
 from ..state import get_metadata_state_name as metadata_state_name
 from .hook import Hook
 
-#: None outside a launch; _IN_HOOK while the hook evaluates metadata; (op id, name) during the launch
+#: None outside a launch; _IN_HOOK while the hook evaluates metadata; _OPEN during the launch
 _busy = ContextVar("proton_ctypes_launch", default=None)
 _IN_HOOK = ("in_hook",)
+_OPEN = ("open",)
+#: our device-metric kernel, which Proton launches from C++ (unhooked): never an op
+KERNEL_NAME = "write_metric_record"
 
 _RESERVED = frozenset({"name", "function", "stream"})
 
@@ -91,21 +97,84 @@ class LaunchHook(Hook):
         if _busy.get() is not None:
             return  # a launch inside launch_metadata, or a nested launch
         raw_name = metadata.data.get("name")
-        if raw_name == "write_metric_record":
-            return  # our device-metric kernel (Proton launches its own from C++, unhooked)
-        if raw_name is not None:
-            ok = self._seen.get(raw_name)
-            if ok is None:
-                ok = self._seen[raw_name] = self._matches_kernel_name(raw_name)
-            if not ok:
-                return
+        seen = self._seen.get(raw_name)
+        if seen is None:
+            seen = self._seen[raw_name] = (raw_name != KERNEL_NAME and self._matches_kernel_name(raw_name),
+                                           metadata_state_name(raw_name))
+        if not seen[0]:
+            return  # ruled out by name, or our own device-metric kernel (Proton's are unhooked)
+        ctx = thread_ctx()
+        if ctx.epoch != G.epoch:
+            resync(ctx)
+        v = ctx.view
+        if v is not None and ctx.state is None and self._enter_one_view(ctx, v, metadata, seen[1]):
+            return
+        self._enter_general(ctx, metadata, seen[1])
+
+    def _enter_one_view(self, ctx, v, metadata, md_state) -> bool:
+        """Fast path: one plain view (one session group, no trace, no python context).
+
+        Returns False, having changed nothing, when a metadata value needs the general path."""
+        token = _busy.set(_IN_HOOK)
+        # Proton evaluates the metadata inside metadata_state(name): kernels launched by
+        # launch_metadata land under that state node.
+        kids = v.kids
+        md_node = kids.get(md_state)
+        if md_node is None:
+            md_node = v.context_node(md_state)
+        log = v.log if v.logging else None
+        ctx.state = md_state
+        if log is not None:
+            log.append(time_ns())
+            log.append(md_node)
+        try:
+            lazy = metadata.get()
+        except BaseException:
+            ctx.state = None
+            if log is not None:
+                log.append(time_ns())
+                log.append(v.top)
+            _busy.reset(token)
+            raise
+        ctx.state = None
+        kernel_name = lazy["name"]
+        plain = {}
+        for k, val in lazy.items():
+            t = type(val)
+            if t is int or t is float:
+                if k not in _RESERVED:
+                    plain[k] = val
+            elif val is not None and k not in _RESERVED:
+                # a tensor or another number type: the general path handles it
+                if log is not None:
+                    log.append(time_ns())
+                    log.append(v.top)
+                _busy.reset(token)
+                return False
+        if kernel_name != metadata.data.get("name") and not self._matches_kernel_name(kernel_name):
+            if log is not None:
+                log.append(time_ns())
+                log.append(v.top)
+            _busy.reset(token)
+            return True
+        node = kids.get(kernel_name)
+        if node is None:
+            node = callpath.child(v.top, kernel_name)
+        v.created.add(node)
+        if plain:
+            for flex in v.flexes:
+                add_plain(flex, node, plain)
+        if log is not None:
+            log.append(time_ns())
+            log.append(-node - 1)
+        _busy.set(_OPEN)
+        return True
+
+    def _enter_general(self, ctx, metadata, md_state) -> None:
+        """Every other case: several views, states, trace data, tensors, python context."""
+        raw_name = metadata.data.get("name")
         token = _busy.set(_IN_HOOK)
         try:
-            ctx = thread_ctx()
-            # Proton evaluates the metadata (and prepares metric kernels) inside
-            # metadata_state(raw_name): helper kernels land under that node, and the
-            # state slot is empty afterwards.
-            md_state = metadata_state_name(raw_name)
             _set_state(ctx, md_state)
             try:
                 lazy = metadata.get()
@@ -136,13 +205,7 @@ class LaunchHook(Hook):
             sid = recording.next_id()
             targets = recording.op_prepare(ctx, kernel_name)
             if plain:
-                if other is None and ctx.view is not None and len(targets) == 1:
-                    # one view, plain numbers: straight into its sessions' metric dicts
-                    view, node = targets[0]
-                    for flex in view.flexes:
-                        add_plain(flex, node, plain)
-                else:
-                    recording.add_metrics(ctx, sid, targets, plain)
+                recording.add_metrics(ctx, sid, targets, plain)
             if tensor:
                 from ..tensor_metrics import add_tensor_metrics
                 _set_state(ctx, md_state)
@@ -151,15 +214,22 @@ class LaunchHook(Hook):
                 finally:
                     _set_state(ctx, None)
             recording.op_open(ctx, targets)
-            _busy.set((sid, kernel_name))
+            _busy.set(_OPEN)
         except BaseException:
             _busy.reset(token)
             raise
 
     def exit(self, metadata) -> None:
         """Close the op opened by :meth:`enter`."""
-        cur = _busy.get()
-        if cur is None or cur is _IN_HOOK:
+        if _busy.get() is not _OPEN:
             return
-        recording.op_exit(thread_ctx())
         _busy.set(None)
+        ctx = thread_ctx()
+        v = ctx.view
+        if v is not None and ctx.epoch == G.epoch and ctx.state is None:
+            if v.logging:
+                log = v.log
+                log.append(time_ns())
+                log.append(v.top)
+        else:
+            recording.op_exit(ctx)

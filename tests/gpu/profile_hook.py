@@ -41,8 +41,30 @@ def loop(n):
     return (time.perf_counter() - t) / n * 1e6
 
 
+def _knob_hook(fn):
+    """Install ``fn`` as Triton's launch_enter_hook (3.6: plain attribute; later: chain)."""
+    rt = triton.knobs.runtime
+    chain = rt.launch_enter_hook
+    if hasattr(chain, "add"):
+        chain.add(fn)
+        return lambda: chain.remove(fn)
+    rt.launch_enter_hook = fn
+    return lambda: setattr(rt, "launch_enter_hook", None)
+
+
 loop(200)
 print("bare us/launch", [round(loop(5000), 2) for _ in range(3)])
+# Triton's own share of a hooked launch: a hook that only evaluates the launch metadata
+undo = _knob_hook(lambda md: md.get())
+loop(200)
+print("triton hook evaluating metadata only, us/launch", [round(loop(5000), 2) for _ in range(3)])
+undo()
+# ours without CUPTI: the Python cost of the hook alone
+proton.start("/tmp/hookhost", hook="triton", backend="host")
+loop(200)
+print("hooked, host backend (no CUPTI) us/launch", [round(loop(5000), 2) for _ in range(3)])
+proton.finalize()
+print("bare again us/launch", [round(loop(5000), 2) for _ in range(3)])
 proton.start("/tmp/hookprof", hook="triton")
 loop(200)
 print("hooked us/launch", [round(loop(5000), 2) for _ in range(3)])

@@ -343,10 +343,14 @@ def compare_live(proton_out: str, ours_out: str, data: str, proton_payloads, our
         b = json.load(f)
     probs = []
     if data == "trace":
-        ka = sorted({(e["name"], e["cat"], e["pid"], e["tid"]) for e in a["traceEvents"]})
-        kb = sorted({(e["name"], e["cat"], e["pid"], e["tid"]) for e in b["traceEvents"]})
-        if [k[:2] for k in ka] != [k[:2] for k in kb] or len(a["traceEvents"]) != len(b["traceEvents"]):
-            probs.append(f"trace events differ: {len(a['traceEvents'])} vs {len(b['traceEvents'])}")
+        # Events per (name, category) must match; the lanes (pid/tid) name the SM and CTA a
+        # warp ran on, which the hardware scheduler picks anew in every run.
+        from collections import Counter
+        ka = Counter((e.get("name"), e.get("cat")) for e in a["traceEvents"])
+        kb = Counter((e.get("name"), e.get("cat")) for e in b["traceEvents"])
+        if ka != kb:
+            diff = {k: (ka.get(k, 0), kb.get(k, 0)) for k in set(ka) | set(kb) if ka.get(k) != kb.get(k)}
+            probs.append(f"trace events per (name, cat) differ (proton, ours): {sorted(diff.items(), key=str)[:6]}")
     else:
         na, nb = _nodes(a[0]), _nodes(b[0])
         if set(na) != set(nb):
