@@ -59,8 +59,10 @@ def periodic_flush(s: Session) -> list:
 
 
 def _python_context():
+    """The function a backend calls per launch for the python context: the launching
+    thread's Python call path as a trie node (frames of our backends left out)."""
     from .recording import python_node
-    return python_node(2)
+    return python_node
 
 
 def create(name: str, context: str, data: str, backend_name: str, mode: str) -> int:
@@ -85,7 +87,7 @@ def create(name: str, context: str, data: str, backend_name: str, mode: str) -> 
     lifecycle.install()
     if _users.get(backend_name, 0) == 0:
         backend.start(_sink_for(backend), mode,
-                      _python_context if context == "python" else None)
+                      _python_context() if context == "python" else None)
     _users[backend_name] = _users.get(backend_name, 0) + 1
     s = Session(next(_ids), name, context, data, backend, mode)
     s.backend_name = backend_name

@@ -36,6 +36,12 @@ OTHER_SUBSCRIBER_MESSAGE = (
     "subscriber per process: stop the other profiler first, or run without it.")
 
 
+class _SiteAndCorrelation(ctypes.Structure):
+    """The two fields of ``CUpti_CallbackData`` the launch callback reads."""
+    _fields_ = [("site", ctypes.c_int), ("_pad", ctypes.c_byte * (L.CALLBACK_CORRELATION_OFFSET - 4)),
+                ("correlation_id", ctypes.c_uint32)]
+
+
 class CallbackHub:
     """Owns the subscriber handle, the graph-node maps and the python-context entries."""
 
@@ -50,6 +56,8 @@ class CallbackHub:
         #: python-context entries ``(corr, node, tid, time_ns)``, appended by launching threads.
         self.py_entries = []
         self.callback_errors = 0
+        #: ``mode="pcsampling"``: a :class:`~.cupti_pcsampling.PCSampler` also fed every callback
+        self.pc = None
         self._launch_enabled = False
         self._get_node_id = lib.fn("cuptiGetGraphNodeId")
 
@@ -91,7 +99,23 @@ class CallbackHub:
 
     # ------------------------------------------------------------------ the callback
     def _make_callback(self, python_context):
-        """Build the Python function CUPTI calls; the launch path binds everything it uses locally."""
+        """Build the Python function CUPTI calls; the launch path binds everything it uses locally.
+
+        With :attr:`pc` set, every callback goes to the PC sampler first (its launch EXIT
+        work must run before the python-context entry is consumed; it never raises).
+        """
+        inner = self._make_inner_callback(python_context)
+        pc = self.pc
+        if pc is None:
+            return inner
+        on_pc = pc.on_callback
+
+        def callback(userdata, domain, cbid, data):
+            on_pc(domain, cbid, data)
+            inner(userdata, domain, cbid, data)
+        return callback
+
+    def _make_inner_callback(self, python_context):
         on_resource = self._on_resource
         if python_context is None:
             def callback(userdata, domain, cbid, data):
@@ -99,18 +123,17 @@ class CallbackHub:
                     on_resource(cbid, data)
             return callback
 
-        site_at = ctypes.c_int.from_address
-        corr_at = ctypes.c_uint32.from_address
+        at = _SiteAndCorrelation.from_address  # one ctypes object per callback, two field reads
         append = self.py_entries.append
         now = time.time_ns
         native_id = threading.get_native_id
-        corr_offset = L.CALLBACK_CORRELATION_OFFSET
         driver, enter = CB_DOMAIN_DRIVER_API, CB_SITE_ENTER
 
         def callback(userdata, domain, cbid, data):
             if domain == driver:
-                if site_at(data).value == enter:
-                    append((corr_at(data + corr_offset).value, python_context(), native_id(), now()))
+                head = at(data)
+                if head.site == enter:
+                    append((head.correlation_id, python_context(), native_id(), now()))
             elif domain == CB_DOMAIN_RESOURCE:
                 on_resource(cbid, data)
         return callback
