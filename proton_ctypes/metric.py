@@ -53,18 +53,18 @@ def _host_value(key: str, value: Any) -> Any:
 
 
 def _device_value(key: str, value) -> TensorMetric:
+    """A device tensor as a :class:`TensorMetric`: doubles for ``flops*`` and floating
+    tensors, int64 for ``bytes`` and integer tensors (Proton's implicit casts).
+
+    The tensor keeps its dtype: the metric kernel converts while it copies, so no cast
+    kernel is launched (the values are those of Proton's ``.double()``/``.long()``).
+    """
     if key in _FLOAT_KEYS:
-        value = value.double()
         floating = True
     elif key == "bytes":
-        value = value.long()
         floating = False
-    elif value.is_floating_point():
-        value = value.double()
-        floating = True
     else:
-        value = value.long()
-        floating = False
+        floating = value.is_floating_point()
     vector = value.numel() > 1
     if floating:
         idx = METRIC_TYPE_VECTOR_DOUBLE if vector else METRIC_TYPE_DOUBLE

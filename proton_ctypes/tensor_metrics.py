@@ -58,8 +58,11 @@ def get_kernel():
                 idx = start + tl.arange(0, BLOCK)
                 m = idx < n
                 v = tl.load(value_ptr + idx, mask=m)
+                # the tensor's own dtype: convert here (Proton launches a cast kernel first)
                 if IS_FLOAT:
-                    v = v.to(tl.int64, bitcast=True)
+                    v = v.to(tl.float64).to(tl.int64, bitcast=True)
+                else:
+                    v = v.to(tl.int64)
                 tl.store(ring_ptr + (pos + 1 + idx) % size, v, mask=m)
 
         _kernel = write_metric_record
@@ -109,14 +112,17 @@ def _ring_for(device):
     return r
 
 
-#: is_float -> compiled kernel, launched directly (no JIT dispatch per metric)
+#: (value dtype, is_float) -> compiled kernel, launched directly (no JIT dispatch per metric)
 _compiled: dict = {}
+#: launch the compiled kernel through its launcher (``run``) rather than ``kernel[grid]``
+_direct = [True]
 #: name of our kernel, which the launch hook ignores
 KERNEL_NAME = "write_metric_record"
 
 
 def _compiled_for(ring, value, is_float):
-    ck = _compiled.get(is_float)
+    key = (value.dtype, is_float)
+    ck = _compiled.get(key)
     if ck is None:
         kernel = get_kernel()
         try:
@@ -125,20 +131,38 @@ def _compiled_for(ring, value, is_float):
             ck._init_handles()
         except Exception:
             ck = False  # this triton cannot hand out compiled kernels: use the JIT path
-        _compiled[is_float] = ck
+        _compiled[key] = ck
     return ck
 
 
+def _raw_stream(device):
+    import torch
+    return torch._C._cuda_getCurrentRawStream(device.index if device.index is not None
+                                               else torch.cuda.current_device())
+
+
 def _launch(ring, seq, tm, is_float):
-    value = tm.value.reshape(-1)
+    value = tm.value
+    if value.dim() != 1:
+        value = value.reshape(-1)
     ck = _compiled_for(ring, value, is_float)
     if ck:
+        args = (ring.buf, ring.offset, ring.size, seq, value, tm.numel, is_float, 128)
+        if _direct[0]:
+            try:
+                # straight into the launcher: no stream lookup, no launch hooks (Proton's
+                # metric kernels are launched from C++ and never reach the hooks either)
+                ck.run(1, 1, 1, _raw_stream(value.device), ck.function, ck.packed_metadata, None, None, None,
+                       *args)
+                return
+            except (TypeError, AttributeError):
+                _direct[0] = False
         try:
             # triton's launcher takes every argument of the signature, constexprs included
-            ck[(1, 1, 1)](ring.buf, ring.offset, ring.size, seq, value, tm.numel, is_float, 128)
+            ck[(1, 1, 1)](*args)
             return
         except TypeError:
-            _compiled[is_float] = False  # another launcher convention: use the JIT path from now on
+            _compiled[(value.dtype, is_float)] = False  # another launcher convention: the JIT path
     get_kernel()[(1,)](ring.buf, ring.offset, ring.size, seq, value, tm.numel, IS_FLOAT=is_float,
                        BLOCK=128, num_warps=1)
 
