@@ -14,9 +14,11 @@ round by round (the order rotates), and every figure is the median over rounds. 
 * ``data="trace"`` (Triton, one scope): per launch, and its ``finalize``;
 * the ``finalize`` of the tree of the first case.
 
-``overhead_us`` = µs per op minus bare's µs per op for the same loop (the bare process);
-``self_overhead_us`` = the same against bare loops run in the profiled process itself, just
-before the profiler is imported (median over rounds; immune to process-to-process drift);
+``overhead_us`` = µs per op minus the µs per op of a bare loop run in the profiled process
+itself just before each profiled run (the previous run's profiler already finalized): the
+median of all those pairs over every round, immune to the process-to-process drift of
+several µs seen on the H200.  ``overhead_cross_process_us`` (column ``x-process``) is the
+older figure: median µs per op minus the bare process's median;
 ``ratio_to_proton``
 = overhead / Proton's overhead (for finalize rows: finalize_s / Proton's finalize_s).
 Every profiled run also counts the kernels in its output file, so a profiler that loses
@@ -102,11 +104,11 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
             fn()
     torch.cuda.synchronize()
 
-    # This process's own bare loops, before any profiler touches CUDA: the reference for
-    # ``overhead_self_us`` (process-to-process drift on the H200 is several µs).
+    # Diagnostic configurations stay on for the whole process: their in-process bare
+    # reference is taken before they start.  (The profilers get one before every run.)
     pre_bare = {}
-    if impl != "bare":
-        for case in (c for c in CASES if impl not in ("torch.profiler",) + DIAGNOSTIC_IMPLS or c in BASIC_CASES):
+    if impl in DIAGNOSTIC_IMPLS:
+        for case in (c for c in CASES if c in BASIC_CASES):
             pre_bare[case] = _bare_loop(CASES[case], n, warm, torch, launch_triton, launch_torch)
     proton = backend = None
     delivered = [0]
@@ -135,9 +137,12 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
     for case, outs in runs.items():
         us = [o["us"] for o in outs if o["us"] is not None]
         merged = {"us": statistics.median(us) if us else None, "us_reps": [round(u, 3) for u in us]}
+        pairs = [o["us"] - o["bare_us"] for o in outs if o["us"] is not None and o.get("bare_us") is not None]
         if case in pre_bare and us:
-            merged["pre_bare_us"] = round(pre_bare[case], 3)
-            merged["self_overhead_us"] = statistics.median(u - pre_bare[case] for u in us)
+            pairs = [u - pre_bare[case] for u in us]
+        if pairs:
+            merged["self_pairs_us"] = [round(x, 3) for x in pairs]
+            merged["self_overhead_us"] = statistics.median(pairs)
         for key in ("finalize_s",):
             if outs[0].get(key) is not None:
                 merged[key] = statistics.median(o[key] for o in outs)
@@ -225,6 +230,10 @@ def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launc
         torch.cuda.synchronize()
 
     out = {}
+    if impl in ("proton", "proton_ctypes", "torch.profiler"):
+        # this process's own bare loop, just before the profiler starts (the previous run's
+        # profiler was finalized): the reference for ``self_overhead_us``
+        out["bare_us"] = _bare_loop(spec, n, warm, torch, launch_triton, launch_torch)
     if impl == "bare" or impl in DIAGNOSTIC_IMPLS:
         before = delivered[0]
         loop(warm)
@@ -315,6 +324,12 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
+def _pooled(collected, impl, case):
+    """Median of every (profiled - own bare) pair of ``impl`` in ``case`` over all rounds."""
+    pairs = [x for r in collected.get(impl, []) for x in r.get(case, {}).get("self_pairs_us", [])]
+    return round(statistics.median(pairs), 3) if pairs else None
+
+
 def summarize(collected):
     """Rows of the results table (medians over rounds)."""
     def med(impl, case, key):
@@ -330,14 +345,15 @@ def summarize(collected):
             us = med(impl, case, "us")
             if us is None:
                 continue
-            over = None if bare is None or impl == "bare" else us - bare
+            cross = None if bare is None or impl == "bare" else us - bare
+            own = _pooled(collected, impl, case)
+            over = own if own is not None else cross
             if impl == "proton":
                 proton_over = over
             row = {"case": case, "impl": impl, "us_per_op": round(us, 3),
                    "overhead_us": None if over is None else round(over, 3), "ratio_to_proton": None,
                    "finalize_s": None,
-                   "self_overhead_us": None if med(impl, case, "self_overhead_us") is None
-                   else round(med(impl, case, "self_overhead_us"), 3),
+                   "overhead_cross_process_us": None if cross is None else round(cross, 3),
                    "rounds_us": [round(r[case]["us"], 3) for r in collected[impl]
                                              if case in r and r[case]["us"] is not None],
                    "reps_us": [r[case].get("us_reps") for r in collected[impl] if case in r]}
@@ -363,7 +379,7 @@ def summarize(collected):
 
 def print_table(rows, out=sys.stdout):
     """The printed table: µs per op, overhead over bare, ratio to Proton, finalize seconds."""
-    head = (f"{'case':30s} {'impl':20s} {'us/op':>8s} {'overhead':>9s} {'vs Proton':>9s} {'self-ovh':>9s} "
+    head = (f"{'case':30s} {'impl':20s} {'us/op':>8s} {'overhead':>9s} {'vs Proton':>9s} {'x-process':>9s} "
             f"{'finalize s':>10s}")
     print(head, file=out)
     print("-" * len(head), file=out)
@@ -373,7 +389,7 @@ def print_table(rows, out=sys.stdout):
     for r in rows:
         print(f"{r['case'][:30]:30s} {r['impl']:20s} {fmt(r['us_per_op'], '8.2f'):>8s} "
               f"{fmt(r['overhead_us'], '+9.2f'):>9s} {fmt(r['ratio_to_proton'], '9.2f'):>9s} "
-              f"{fmt(r.get('self_overhead_us'), '+9.2f'):>9s} "
+              f"{fmt(r.get('overhead_cross_process_us'), '+9.2f'):>9s} "
               f"{fmt(r['finalize_s'], '10.4f'):>10s}", file=out)
 
 

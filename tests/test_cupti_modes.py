@@ -41,11 +41,9 @@ def test_mode_errors_agree_with_the_profilers_own_validation():
 
 
 @pytest.mark.parametrize("mode", ["pcsampling", "pcsampling:interval=1000"])
-def test_pcsampling_is_refused_by_name(mode):
-    backend = CuptiBackend(lib=FakeCupti(), driver=FakeDriver())
-    with pytest.raises(NotImplementedError, match="pcsampling mode is not supported by proton_ctypes yet"):
-        backend.start(lambda batch: None, mode)
-    assert not backend.running
+def test_pcsampling_is_accepted(mode):
+    """Implemented since; its behaviour is tested in test_cupti_pcsampling.py."""
+    assert parse_mode(mode) == ("pcsampling", {"interval": 1000, "sampling_period": 10})
 
 
 def test_another_cupti_subscriber_is_a_clear_error_not_a_crash():

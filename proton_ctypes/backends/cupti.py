@@ -81,6 +81,7 @@ class CuptiBackend:
         self.cupti_dropped = 0
         self._sink = None
         self._hub = None
+        self._pc = None
         self._joiner = None
         self._parser = None
         self._enabled_kinds = []
@@ -117,6 +118,7 @@ class CuptiBackend:
         self.mode = parsed_mode
         self._sink = sink
         self._hub = CallbackHub(lib)
+        self._pc = self._hub.pc = self._make_pc_sampler(lib) if parsed_mode[0] == "pcsampling" else None
         self._hub.subscribe(python_context)  # first: detects another CUPTI user before touching anything
         _ACTIVE.append(self)
         try:
@@ -220,6 +222,8 @@ class CuptiBackend:
         self._joiner = Joiner(self.clock_offset_ns, self._hub.resolve_graph_nodes,
                               graph_launch_cbids=GRAPH_LAUNCH_CBIDS)
         self._hub.enable_graph_callbacks()
+        if self._pc is not None:
+            self._pc.enable_callbacks(self._hub)
         if python_context is not None:
             self._hub.enable_launch_callbacks()
         self._enable_activity(lib)
@@ -390,6 +394,10 @@ class CuptiBackend:
             for kind in self._enabled_kinds:
                 self.lib.try_call("cuptiActivityDisable", kind)
             self._enabled_kinds = []
+            if self._pc is not None:
+                self._pc.finalize()
+                if self._hub is not None:
+                    self._pc.disable_callbacks(self._hub)
             if self._hub is not None:
                 self._hub.unsubscribe()
             if self.lib is not None:
@@ -412,6 +420,14 @@ class CuptiBackend:
             pass
 
     # ------------------------------------------------------------------ helpers
+    def _make_pc_sampler(self, lib: CuptiLib):
+        """``mode="pcsampling"``: the PC sampler, feeding each launch's samples to the tree."""
+        from .cupti_pcsampling import PCSampler, attribute_samples, sessions_active
+        pc = PCSampler(lib, self.mode[1]["sampling_period"], self._synchronize,
+                       lambda groups: attribute_samples(self, groups))
+        pc.active = lambda: sessions_active(self)
+        return pc
+
     def _get_driver(self):
         if self._driver is None:
             from .cupti_device import CudaDriver

@@ -54,6 +54,18 @@ PROTOTYPES = {
     "cuptiUnsubscribe": [VOIDP],
     "cuptiEnableCallback": [U32, VOIDP, ctypes.c_int, U32],
     "cuptiGetGraphNodeId": [VOIDP, P(U64)],
+    # PC sampling (cupti_pcsampling.h): each takes a pointer to its CUpti_*Params struct
+    # (structs in cupti_pcsampling_layout.py)
+    "cuptiPCSamplingGetNumStallReasons": [VOIDP],
+    "cuptiPCSamplingGetStallReasons": [VOIDP],
+    "cuptiPCSamplingSetConfigurationAttribute": [VOIDP],
+    "cuptiPCSamplingEnable": [VOIDP],
+    "cuptiPCSamplingDisable": [VOIDP],
+    "cuptiPCSamplingStart": [VOIDP],
+    "cuptiPCSamplingStop": [VOIDP],
+    "cuptiPCSamplingGetData": [VOIDP],
+    "cuptiGetSassToSourceCorrelation": [VOIDP],
+    "cuptiGetCubinCrc": [VOIDP],
 }
 
 # ------------------------------------------------------------------ constants (cupti_*.h, checked by layout_check.c)

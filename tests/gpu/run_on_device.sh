@@ -18,7 +18,7 @@ echo "gpu tests rc=$?" >> "$OUT/gpu_tests.txt"
 timeout 80 python3 tests/gpu/profile_hook.py > "$OUT/profile_hook.txt" 2>&1
 echo "profile_hook rc=$?" >> "$OUT/profile_hook.txt"
 IMPLS=${IMPLS:-bare,proton,proton_ctypes,torch.profiler}
-timeout ${BENCH_TIMEOUT:-300} python3 bench/overhead.py --rounds "$ROUNDS" --reps 2 --impls "$IMPLS" \
+timeout ${BENCH_TIMEOUT:-300} python3 bench/overhead.py --rounds "$ROUNDS" --reps ${REPS:-2} --impls "$IMPLS" ${BENCH_ARGS:-} \
   --json "$OUT/overhead-h200.json" > "$OUT/bench.txt" 2> "$OUT/bench.log"
 echo "bench rc=$?" >> "$OUT/bench.log"
 if [ -n "${DIAG_IMPLS:-}" ]; then

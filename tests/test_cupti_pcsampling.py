@@ -1,0 +1,173 @@
+"""``mode="pcsampling"`` on the CUPTI backend over the fake PC Sampling API (real byte layouts)."""
+import warnings
+
+import pytest
+
+import proton_ctypes as proton
+from conftest import find, read_tree
+from fakes.fake_cupti import FakeDriver
+from fakes.fake_cupti_pcsampling import FakeCuptiPC
+from proton_ctypes.backends import select
+from proton_ctypes.backends.cupti import CuptiBackend
+from proton_ctypes.backends.cupti_lib import CuptiError, load_cupti
+from proton_ctypes.backends.cupti_modes import parse_mode
+from proton_ctypes.backends.cupti_pcsampling import METRIC_NAMES, PCSampler
+
+PCS = [(16, [(1, 5), (2, 3), (3, 7)]),     # barrier 5, barrier_not_issued 3, long_scoreboard 7
+       (32, [(5, 2), (6, 1)]),             # selected 2, math_pipe_throttle 1
+       (48, [(3, 4)])]                     # no line info -> on the kernel node itself
+
+
+@pytest.fixture
+def fake(request):
+    f = FakeCuptiPC(**getattr(request, "param", {}))
+    select.register("cupti", lambda: CuptiBackend(lib=f, driver=FakeDriver(f)))
+    f.lines[("matmul_kernel", 16)] = ("/src", "mm.py", 42)
+    f.lines[("matmul_kernel", 32)] = ("/src", "mm.py", 43)
+    yield f
+    proton.finalize()
+    select.unregister("cupti")
+
+
+def _run(fake, mode="pcsampling", name="pc"):
+    proton.start(name, backend="cupti", mode=mode)
+    crc = fake.load_module()
+    with proton.scope("s"):
+        fake.launch_sampled("matmul_kernel", PCS, crc=crc)
+    proton.finalize()
+    return read_tree(f"{name}.hatchet")[0]
+
+
+def test_default_interval_configures_protons_sampling_period(fake):
+    _run(fake)
+    assert fake.config[1] == 10            # 2**10 cycles: Proton's DefaultFrequency
+
+
+@pytest.mark.parametrize("mode", ["pcsampling:interval=4096", proton.mode.PCSampling(interval=4096)])
+def test_interval_is_passed_to_cupti_as_the_nearest_power_of_two(fake, mode):
+    _run(fake, mode=mode)
+    assert fake.config[1] == 12
+
+
+def test_configuration_is_protons(fake):
+    _run(fake)
+    assert fake.config[4] == 128 << 20 and fake.config[3] == 16 << 20       # hardware / scratch buffers
+    assert fake.config[6] == 1 and fake.config[5] == 1                      # start/stop control, continuous
+    names = [n for i, n in fake.stall_reasons if i in fake.config[2]]
+    # stall reasons are those containing one of Proton's names; not_selected and gmma do not match
+    assert names == ["smsp__pcsamp_warps_issue_stalled_barrier",
+                     "smsp__pcsamp_warps_issue_stalled_barrier_not_issued",
+                     "smsp__pcsamp_warps_issue_stalled_long_scoreboard",
+                     "smsp__pcsamp_warps_issue_stalled_selected",
+                     "smsp__pcsamp_warps_issue_stalled_math_pipe_throttle"]
+
+
+def test_each_launch_is_one_sampling_range(fake):
+    _run(fake)
+    calls = [c for c, _ in fake.pc_calls]
+    assert calls == ["cuptiPCSamplingEnable", "cuptiPCSamplingStart", "cuptiPCSamplingStop",
+                     "cuptiPCSamplingGetData", "cuptiPCSamplingDisable"]
+
+
+def test_source_lines_become_frames_under_the_kernel_node(fake):
+    root = _run(fake)
+    kernel = find(root, "s", "matmul_kernel")
+    assert [c["frame"]["name"] for c in kernel["children"]] == ["/src/mm.py:42@matmul_kernel",
+                                                                 "/src/mm.py:43@matmul_kernel"]
+    assert kernel["metrics"]["count"] == 1             # the kernel's own activity metrics stay
+
+
+def test_metrics_are_protons_pcsampling_values(fake):
+    root = _run(fake)
+    line42 = find(root, "s", "matmul_kernel", "/src/mm.py:42@matmul_kernel")["metrics"]
+    assert set(line42) == set(METRIC_NAMES)
+    assert line42["num_samples"] == 15                 # every sample
+    assert line42["num_stalled_samples"] == 12         # not_issued samples are not "stalled"
+    assert line42["stalled_barrier"] == 5 and line42["stalled_long_scoreboard"] == 7
+    line43 = find(root, "s", "matmul_kernel", "/src/mm.py:43@matmul_kernel")["metrics"]
+    assert line43["stalled_selected"] == 2 and line43["stalled_math_pipe_throttle"] == 1
+    kernel = find(root, "s", "matmul_kernel")["metrics"]
+    assert kernel["num_samples"] == 4 and kernel["stalled_long_scoreboard"] == 4   # PC without line info
+
+
+def test_more_pcs_than_the_buffer_are_read_with_get_data(fake):
+    proton.start("big", backend="cupti", mode="pcsampling")
+    crc = fake.load_module()
+    fake.launch_sampled("matmul_kernel", [(16 + 16 * i, [(3, 1)]) for i in range(2500)], crc=crc)
+    proton.finalize()
+    root, _ = read_tree("big.hatchet")
+    total = find(root, "matmul_kernel")["metrics"]["num_samples"]
+    total += sum(c["metrics"]["num_samples"] for c in find(root, "matmul_kernel")["children"])
+    assert total == 2500
+    assert [c for c, _ in fake.pc_calls].count("cuptiPCSamplingGetData") == 2   # stop: 1024, then 1024 + 452
+
+
+def test_hook_triton_op_is_the_kernel_node(fake):
+    from proton_ctypes import recording
+    from proton_ctypes.events import thread_ctx
+    proton.start("op", backend="cupti", mode="pcsampling")
+    crc = fake.load_module()
+    ctx = thread_ctx()
+    targets = recording.op_prepare(ctx, "matmul_kernel")
+    recording.op_open(ctx, targets)
+    fake.launch_sampled("matmul_kernel", PCS[:1], crc=crc)
+    recording.op_exit(ctx)
+    proton.finalize()
+    root, _ = read_tree("op.hatchet")
+    kernel = find(root, "matmul_kernel")
+    assert [c["frame"]["name"] for c in kernel["children"]] == ["/src/mm.py:42@matmul_kernel"]
+
+
+def test_cupti_errors_carry_the_vendor_string():
+    lib = load_cupti(lib=FakeCuptiPC(fail={"cuptiPCSamplingEnable": 1}))
+    sampler = PCSampler(lib, 10, lambda: None, lambda groups: None)
+    with pytest.raises(CuptiError, match="cuptiPCSamplingEnable failed: CUPTI error 1: CUPTI_ERROR_INVALID_PARAMETER"):
+        sampler.initialize(0xC7C70000)
+
+
+@pytest.mark.parametrize("fake", [{"fail": {"cuptiPCSamplingSetConfigurationAttribute": 1}}], indirect=True)
+def test_errors_inside_a_launch_warn_with_the_vendor_string_instead_of_crashing(fake):
+    proton.start("bad", backend="cupti", mode="pcsampling")
+    with pytest.warns(RuntimeWarning, match="cuptiPCSamplingSetConfigurationAttribute failed.*INVALID_PARAMETER"):
+        fake.launch("matmul_kernel")
+    proton.finalize()
+    assert find(read_tree("bad.hatchet")[0], "matmul_kernel")["metrics"]["count"] == 1
+
+
+@pytest.mark.parametrize("mode,expected", [
+    ("pcsampling", {"interval": 1000, "sampling_period": 10}),
+    ("pcsampling:interval=1000", {"interval": 1000, "sampling_period": 10}),
+    ("pcsampling:interval=1", {"interval": 1, "sampling_period": 5}),          # CUPTI's minimum
+    ("pcsampling:interval=65536", {"interval": 65536, "sampling_period": 16}),
+])
+def test_mode_string_parsing(mode, expected):
+    assert parse_mode(mode) == ("pcsampling", expected)
+
+
+@pytest.mark.parametrize("mode", ["pcsampling:interval=0", "pcsampling:interval=-3", "pcsampling:interval=x"])
+def test_bad_interval_raises_protons_value_error(mode):
+    with pytest.raises(ValueError, match=r"^Interval must be a positive integer\.$"):
+        parse_mode(mode)
+    with pytest.raises(ValueError, match=r"^Interval must be a positive integer\.$"):
+        proton.mode.PCSampling(interval=0)
+
+
+def test_unknown_pcsampling_option_is_refused():
+    with pytest.raises(ValueError, match=r"unsupported option key: period"):
+        parse_mode("pcsampling:period=3")
+
+
+def test_pcsampling_on_the_host_backend_still_errors():
+    with pytest.raises(ValueError, match="unsupported mode: pcsampling"):
+        proton.start("h", backend="host", mode="pcsampling")
+
+
+def test_default_mode_does_not_touch_pc_sampling(fake):
+    proton.start("plain", backend="cupti")
+    fake.load_module()
+    fake.launch_sampled("matmul_kernel", PCS)
+    proton.finalize()
+    assert fake.pc_calls == [] and not fake.config
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "num_samples" not in find(read_tree("plain.hatchet")[0], "matmul_kernel")["metrics"]
