@@ -37,15 +37,56 @@ def node_metrics(pd, node, device_type: str) -> dict:
     return out
 
 
+#: the fields of an instrumentation cycle metric (libproton's ``CycleMetric``) at a node
+_CYCLE_FIELDS = ("cycles", "normalized_cycles", "device_id", "device_type")
+
+
+def _is_cycle_metric(fm: dict) -> bool:
+    """Whether a node's metrics hold an instrumentation cycle metric.
+
+    :func:`proton_ctypes.instrumentation.attribute.add_cycles` stores ``cycles`` (int),
+    ``normalized_cycles`` (double) and the ``device_id``/``device_type`` properties as
+    *strings*; user metrics are always numeric, so a string ``device_type`` next to the
+    two cycle values marks the node as holding libproton's fixed-schema CycleMetric.
+    """
+    nc = fm.get("normalized_cycles")
+    dt = fm.get("device_type")
+    return (nc is not None and dt is not None and "cycles" in fm
+            and nc[1] == tmetrics.DOUBLE and isinstance(dt[2], str))
+
+
 def root_metrics(pd) -> dict:
-    """ROOT's metrics: zeros for every kernel and summed scalar metric when kernels exist."""
-    if not pd.kernel_nodes:
-        return {}
-    out = {"count": 0, "time (ns)": 0}
+    """ROOT's metrics, the same for ``hatchet`` and ``hatchet_msgpack`` (3.9 ``TreeData``).
+
+    * kernels anywhere: ``count``/``time (ns)`` zeros, plus a zero for every summed scalar
+      user metric (not ``(exc)`` ones, not vectors);
+    * instrumentation cycle metrics anywhere: ``cycles: 0`` and ``normalized_cycles: 0``
+      (both integers, also in MessagePack), independent of kernels; the cycle metric's
+      ``device_id``/``device_type`` are never listed at ROOT.
+    """
+    cycles = False
+    scalars = []
     for fm in pd.flex.values():
+        is_cycle = _is_cycle_metric(fm)
+        cycles = cycles or is_cycle
+        if not pd.kernel_nodes:
+            if cycles:
+                break  # nothing else can reach ROOT
+            continue
         for name, (kind, vt, _val) in fm.items():
+            if is_cycle and name in _CYCLE_FIELDS:
+                continue
             if vt <= tmetrics.DOUBLE and kind != tmetrics.EXC:
-                out.setdefault(name, 0)
+                scalars.append(name)
+    out = {}
+    if pd.kernel_nodes:
+        out["count"] = 0
+        out["time (ns)"] = 0
+    if cycles:
+        out["cycles"] = 0
+        out["normalized_cycles"] = 0
+    for name in scalars:
+        out.setdefault(name, 0)
     return out
 
 
