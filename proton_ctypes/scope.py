@@ -21,7 +21,7 @@ from .events import _tls, thread_ctx
 from .flags import flags
 from .metric import transform_tensor_metrics
 from .tree import callpath
-from .tree.metrics import add_one, add_plain, add_single
+from .tree.metrics import add_plain, add_scalar
 
 _flags = flags
 
@@ -29,6 +29,8 @@ _kids = callpath.kids
 _parent = callpath.parent
 _child = callpath.child
 _next_id = recording.next_id
+#: the counter behind ``recording.next_id`` (``next(_ids)`` is the cheaper call)
+_ids = _next_id.__self__
 _time_ns = time.time_ns
 
 thread_local_scopes = threading.local()
@@ -51,7 +53,7 @@ def _add_scope_metrics(ctx, sid, targets, metrics) -> None:
 
 def _enter(obj, metrics) -> int:
     """Enter a scope for ``obj`` (anything with ``name``); store targets on it; return the id."""
-    sid = _next_id()
+    sid = next(_ids)
     name = obj.name
     try:
         ctx = _tls.ctx
@@ -75,7 +77,7 @@ def _enter(obj, metrics) -> int:
             log.append(node)
         obj._targets = ((v, node),)
         if metrics:
-            if not _fast_metrics(v, node, metrics):
+            if not (add_scalar(v.flexes, node, metrics) or _fast_metrics(v, node, metrics)):
                 _add_scope_metrics(ctx, sid, obj._targets, metrics)
             elif st is not None:
                 recording.clear_state_after_metrics(ctx)
@@ -87,18 +89,10 @@ def _enter(obj, metrics) -> int:
 
 
 def _fast_metrics(v, node, metrics) -> bool:
-    """Add plain int/float metrics to every session of view ``v``; False if not plain."""
-    flexes = v.flexes
-    if len(flexes) == 1 and len(metrics) == 1:
-        return add_single(flexes[0], node, metrics)
-    if len(metrics) == 1:
-        for key, val in metrics.items():
-            t = type(val)
-            if (t is not int and t is not float) or type(key) is not str:
-                return False
-            for flex in v.flexes:
-                add_one(flex, node, key, val)
-        return True
+    """Add plain int/float metrics to every session of view ``v``; False if not plain.
+
+    (A one-entry dict is :func:`add_scalar`'s, which the callers try first.)
+    """
     for key, val in metrics.items():
         t = type(val)
         if (t is not int and t is not float) or type(key) is not str:
@@ -166,63 +160,62 @@ class scope:
             _exit(self.id)
 
     def __enter__(self):
-        if not _flags.profiling_on:
-            return self
-        # inlined fast path of _enter: one trie lookup, two appends (+ the log for GPUs)
-        try:
-            ctx = _tls.ctx
-        except AttributeError:
-            ctx = thread_ctx()
-        v = ctx.view
-        if v is None:
-            self.id = _enter(self, self.metrics)
-            return self
-        self.id = sid = _next_id()
-        node = v.kids.get(self.name)
-        if node is None:
-            node = _child(v.top, self.name)
-        v.ids.append(sid)
-        v.top = node
-        v.kids = _kids[node]
-        st = ctx.state
-        if st is not None:
-            node = _child(node, st)
-        v.created.add(node)
-        if v.logging:
-            log = v.log
-            log.append(_time_ns())
-            log.append(node)
-        m = self.metrics
-        if m:
-            if not _fast_metrics(v, node, m):
-                _add_scope_metrics(ctx, sid, ((v, node),), m)
-            elif st is not None:
-                recording.clear_state_after_metrics(ctx)
+        if _flags.profiling_on:
+            # inlined fast path of _enter: one trie lookup, two appends (+ the log for GPUs)
+            try:
+                ctx = _tls.ctx
+            except AttributeError:
+                ctx = thread_ctx()
+            v = ctx.view
+            if v is None:
+                self.id = _enter(self, self.metrics)
+                return self
+            self.id = sid = next(_ids)
+            node = v.kids.get(self.name)
+            if node is None:
+                node = _child(v.top, self.name)
+            v.ids.append(sid)
+            v.top = node
+            v.kids = _kids[node]
+            st = ctx.state
+            if st is not None:
+                node = _child(node, st)
+            v.created.add(node)
+            if v.logging:
+                log = v.log
+                log.append(_time_ns())
+                log.append(node)
+            m = self.metrics
+            if m:
+                if add_scalar(v.flexes, node, m) or _fast_metrics(v, node, m):
+                    if st is not None:
+                        recording.clear_state_after_metrics(ctx)
+                else:
+                    _add_scope_metrics(ctx, sid, ((v, node),), m)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback):
         sid = self.id
-        if sid is None or not _flags.profiling_on:
-            return
-        try:
-            ctx = _tls.ctx
-        except AttributeError:
-            ctx = thread_ctx()
-        v = ctx.view
-        if v is not None:
-            ids = v.ids
-            if ids and ids[-1] == sid:
-                ids.pop()
-                top = _parent[v.top] if ids else 0
-                v.top = top
-                v.kids = _kids[top]
-                if v.logging:
-                    st = ctx.state
-                    log = v.log
-                    log.append(_time_ns())
-                    log.append(top if st is None else _child(top, st))
-                return
-        recording.exit(ctx, sid)
+        if sid is not None and _flags.profiling_on:
+            try:
+                ctx = _tls.ctx
+            except AttributeError:
+                ctx = thread_ctx()
+            v = ctx.view
+            if v is not None:
+                ids = v.ids
+                if ids and ids[-1] == sid:
+                    ids.pop()
+                    top = _parent[v.top] if ids else 0
+                    v.top = top
+                    v.kids = _kids[top]
+                    if v.logging:
+                        st = ctx.state
+                        log = v.log
+                        log.append(_time_ns())
+                        log.append(top if st is None else _child(top, st))
+                    return
+            recording.exit(ctx, sid)
 
     def __call__(self, func):
         @wraps(func)
@@ -308,7 +301,7 @@ def enter_scope(name: str, *, metrics: Optional[dict[str, Any]] = None) -> Optio
         sid = _enter(e, metrics)
         stack.append((sid, name, None, e._targets))
         return sid
-    sid = _next_id()
+    sid = next(_ids)
     node = v.kids.get(name)
     if node is None:
         node = _child(v.top, name)

@@ -213,45 +213,67 @@ def add_one(flex: dict, node: int, k: str, val) -> None:
         cur[2] += val
 
 
+#: raw key -> (stored name, kind, roofline: 0 none, 1 ``flops*`` (double), 2 ``bytes`` (int))
 _plain_info: dict = {}
 
 
-def add_single(flex: dict, node: int, metrics: dict) -> bool:
-    """Add a one-entry dict of a plain ``int``/``float`` to ``node``; False if not plain."""
-    for k, val in metrics.items():
-        info = _plain_info.get(k)
+def _info(k):
+    """The cached ``_plain_info`` entry of ``k``; None if ``k`` is not a ``str``."""
+    if type(k) is not str:
+        return None
+    stored, pty = parse_key(k)
+    info = _plain_info[k] = (stored, pty, 1 if k in ROOFLINE_FLOAT else (2 if k == ROOFLINE_INT else 0))
+    return info
+
+
+def add_scalar(flexes, node: int, metrics: dict) -> bool:
+    """Add a one-entry dict of a plain ``int``/``float`` to ``node`` in every flex of ``flexes``.
+
+    Returns False, having added nothing, if the entry is not plain (or the dict does not
+    hold exactly one entry).  The value is normalised once for all the flexes; on a type
+    mismatch the flexes before the failing one stay updated, as with :func:`add_one`.
+    """
+    if len(metrics) != 1:
+        return False
+    for k in metrics:
+        val = metrics[k]
+    info = _plain_info.get(k)
+    if info is None:
+        info = _info(k)
         if info is None:
-            if type(k) is not str:
-                return False
-            stored, pty = parse_key(k)
-            info = _plain_info[k] = (stored, pty, 1 if k in ROOFLINE_FLOAT else (2 if k == ROOFLINE_INT else 0))
-        stored, pty, roof = info
-        t = type(val)
-        if t is int:
-            if roof == 1:
-                vt, val = 1, float(val)
-            elif -9223372036854775808 <= val <= 9223372036854775807:
-                vt = 0
-            else:
-                vt, val = 1, float(val)
-        elif t is float:
-            if roof == 2:
-                vt, val = 0, int(val)
-            else:
-                vt = 1
-        else:
             return False
+    t = type(val)
+    if t is int:
+        if info[2] == 1 or not -9223372036854775808 <= val <= 9223372036854775807:
+            vt, val = 1, float(val)
+        else:
+            vt = 0
+    elif t is float:
+        if info[2] == 2:
+            vt, val = 0, int(val)
+        else:
+            vt = 1
+    else:
+        return False
+    stored = info[0]
+    for flex in flexes:
         nm = flex.get(node)
         if nm is None:
-            nm = flex[node] = {}
+            flex[node] = {stored: [info[1], vt, val]}
+            continue
         cur = nm.get(stored)
         if cur is None:
-            nm[stored] = [pty, vt, val]
+            nm[stored] = [info[1], vt, val]
         elif cur[1] != vt:
             raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
                              f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
-        elif cur[0] == PTY:
+        elif cur[0] == 1:  # PTY: the last value wins
             cur[2] = val
         else:
             cur[2] += val
     return True
+
+
+def add_single(flex: dict, node: int, metrics: dict) -> bool:
+    """Add a one-entry dict of a plain ``int``/``float`` to ``node``; False if not plain."""
+    return add_scalar((flex,), node, metrics)
