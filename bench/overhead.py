@@ -43,7 +43,8 @@ IMPLS = ("bare", "proton", "proton_ctypes", "torch.profiler")
 #: Diagnostic implementations (``--impls``), each with a no-op sink: the CUPTI backend alone,
 #: parsing every completed buffer at once (eager) or only at flush (lazy); the same backend with
 #: kernel records only (no launch-API records); and a bare ``cuptiSubscribe`` with nothing
-#: enabled (what merely attaching a CUPTI subscriber costs the driver's launch path).
+#: enabled (what merely attaching a CUPTI subscriber costs the driver's launch path).  Each
+#: is started before and stopped after every timed loop, like the profilers' sessions.
 DIAGNOSTIC_IMPLS = ("cupti_eager", "cupti_lazy", "cupti_kernel_only", "cupti_subscribe_only")
 CASES = {
     "triton launch, one scope": dict(kernel="triton"),
@@ -104,12 +105,6 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
             fn()
     torch.cuda.synchronize()
 
-    # Diagnostic configurations stay on for the whole process: their in-process bare
-    # reference is taken before they start.  (The profilers get one before every run.)
-    pre_bare = {}
-    if impl in DIAGNOSTIC_IMPLS:
-        for case in (c for c in CASES if c in BASIC_CASES):
-            pre_bare[case] = _bare_loop(CASES[case], n, warm, torch, launch_triton, launch_torch)
     proton = backend = None
     delivered = [0]
     if impl == "proton":
@@ -119,7 +114,6 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
         import proton_ctypes as proton
     elif impl in DIAGNOSTIC_IMPLS:
         sys.path.insert(0, ROOT)
-        backend = _diagnostic_backend(impl, delivered)
     tmp = tempfile.mkdtemp()
     if impl == "torch.profiler" or impl in DIAGNOSTIC_IMPLS:
         cases = tuple(c for c in BASIC_CASES if c in CASES)
@@ -131,15 +125,11 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
         for case in order:
             runs[case].append(_one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch,
                                         launch_triton, launch_torch, len(runs[case])))
-    if backend is not None:
-        backend.stop()
     results = {}
     for case, outs in runs.items():
         us = [o["us"] for o in outs if o["us"] is not None]
         merged = {"us": statistics.median(us) if us else None, "us_reps": [round(u, 3) for u in us]}
         pairs = [o["us"] - o["bare_us"] for o in outs if o["us"] is not None and o.get("bare_us") is not None]
-        if case in pre_bare and us:
-            pairs = [u - pre_bare[case] for u in us]
         if pairs:
             merged["self_pairs_us"] = [round(x, 3) for x in pairs]
             merged["self_overhead_us"] = statistics.median(pairs)
@@ -172,7 +162,7 @@ def _bare_loop(spec, n, warm, torch, launch_triton, launch_torch) -> float:
 
 
 def _diagnostic_backend(impl, delivered):
-    """Start the diagnostic CUPTI configuration ``impl`` (see DIAGNOSTIC_IMPLS)."""
+    """Start the diagnostic CUPTI configuration ``impl`` (see DIAGNOSTIC_IMPLS); ``stop()`` ends it."""
     import ctypes
     from proton_ctypes.backends import cupti_layout as L
     from proton_ctypes.backends.cupti import CuptiBackend
@@ -184,8 +174,12 @@ def _diagnostic_backend(impl, delivered):
         lib = load_cupti()
         handle, cb = ctypes.c_void_p(), CALLBACK_FUNC(lambda *a: None)
         lib.call("cuptiSubscribe", ctypes.byref(handle), cb, None)
-        _diagnostic_backend.keep = (lib, handle, cb)
-        return None
+
+        class Subscribed:
+            def stop(self):
+                lib.call("cuptiUnsubscribe", handle)
+            keep = cb
+        return Subscribed()
     backend = CuptiBackend(parse_batch_buffers=1 if impl == "cupti_eager" else 10**6)
     if impl == "cupti_kernel_only":
         def kernel_only(lib):
@@ -234,6 +228,9 @@ def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launc
         # this process's own bare loop, just before the profiler starts (the previous run's
         # profiler was finalized): the reference for ``self_overhead_us``
         out["bare_us"] = _bare_loop(spec, n, warm, torch, launch_triton, launch_torch)
+    if impl in DIAGNOSTIC_IMPLS:
+        out["bare_us"] = _bare_loop(spec, n, warm, torch, launch_triton, launch_torch)
+        backend = _diagnostic_backend(impl, delivered)
     if impl == "bare" or impl in DIAGNOSTIC_IMPLS:
         before = delivered[0]
         loop(warm)
@@ -242,9 +239,10 @@ def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launc
         out["us"] = (time.perf_counter() - t0) / n * 1e6
         if backend is not None:
             t0 = time.perf_counter()
-            backend.flush()
+            backend.stop()
             out["finalize_s"] = time.perf_counter() - t0
-            out["kernels"], out["expected_kernels"] = delivered[0] - before, n + warm
+            if impl != "cupti_subscribe_only":
+                out["kernels"], out["expected_kernels"] = delivered[0] - before, n + warm
     elif impl == "torch.profiler":
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                   torch.profiler.ProfilerActivity.CUDA])

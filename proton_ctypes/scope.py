@@ -21,7 +21,8 @@ from .events import _tls, thread_ctx
 from .flags import flags
 from .metric import transform_tensor_metrics
 from .tree import callpath
-from .tree.metrics import add_plain, add_scalar
+from .tree import metrics as _tmetrics
+from .tree.metrics import _add_new, add_plain, add_scalar
 
 _flags = flags
 
@@ -32,6 +33,9 @@ _next_id = recording.next_id
 #: the counter behind ``recording.next_id`` (``next(_ids)`` is the cheaper call)
 _ids = _next_id.__self__
 _time_ns = time.time_ns
+# bound by assignment, not import: CPython 3.11 compiles ``name.get(...)`` on an imported
+# name as an attribute load (no LOAD_METHOD), which costs a bound-method object per call
+_scalar_keys = _tmetrics._scalar_keys
 
 thread_local_scopes = threading.local()
 
@@ -187,6 +191,34 @@ class scope:
                 log.append(node)
             m = self.metrics
             if m:
+                if len(m) == 1:
+                    # one plain number under a known key: tree.metrics.add_scalar, inlined
+                    for k in m:
+                        break
+                    info = _scalar_keys.get(k)
+                    if info is not None:
+                        val = m[k]
+                        t = type(val)
+                        if t is float:
+                            vt = 1
+                        elif t is int and (-1073741823 <= val <= 1073741823  # cheap compare first
+                                           or -9223372036854775808 <= val <= 9223372036854775807):
+                            vt = 0
+                        else:
+                            vt = None
+                        if vt is not None:
+                            stored = info[0]
+                            for flex in v.flexes:
+                                nm = flex.get(node)
+                                if nm is not None:
+                                    cur = nm.get(stored)
+                                    if cur is not None and cur[1] == vt and cur[0] != 1:
+                                        cur[2] += val
+                                        continue
+                                _add_new(flex, node, stored, info[1], vt, val)
+                            if st is not None:
+                                recording.clear_state_after_metrics(ctx)
+                            return self
                 if add_scalar(v.flexes, node, m) or _fast_metrics(v, node, m):
                     if st is not None:
                         recording.clear_state_after_metrics(ctx)

@@ -74,13 +74,14 @@ class state:
             v = ctx.view
             if v is None:
                 _set(self.name)
-            else:
+            elif v.logging:
                 name = ctx.state = self.name
-                if v.logging:
-                    log = v.log
-                    log.append(_time_ns())
-                    node = v.kids.get(name)
-                    log.append(_child(v.top, name) if node is None else node)
+                log = v.log
+                log.append(_time_ns())
+                node = v.kids.get(name)
+                log.append(_child(v.top, name) if node is None else node)
+            else:
+                ctx.state = self.name
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> None:

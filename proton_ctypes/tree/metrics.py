@@ -215,6 +215,9 @@ def add_one(flex: dict, node: int, k: str, val) -> None:
 
 #: raw key -> (stored name, kind, roofline: 0 none, 1 ``flops*`` (double), 2 ``bytes`` (int))
 _plain_info: dict = {}
+#: the same for the keys of roofline 0 only (``(stored name, kind)``): a value of such a key
+#: is stored as given (a float, or an int within int64)
+_scalar_keys: dict = {}
 
 
 def _info(k):
@@ -222,7 +225,10 @@ def _info(k):
     if type(k) is not str:
         return None
     stored, pty = parse_key(k)
-    info = _plain_info[k] = (stored, pty, 1 if k in ROOFLINE_FLOAT else (2 if k == ROOFLINE_INT else 0))
+    roof = 1 if k in ROOFLINE_FLOAT else (2 if k == ROOFLINE_INT else 0)
+    info = _plain_info[k] = (stored, pty, roof)
+    if not roof:
+        _scalar_keys[k] = (stored, pty)
     return info
 
 
@@ -236,42 +242,51 @@ def add_scalar(flexes, node: int, metrics: dict) -> bool:
     if len(metrics) != 1:
         return False
     for k in metrics:
-        val = metrics[k]
+        break
+    val = metrics[k]
     info = _plain_info.get(k)
     if info is None:
         info = _info(k)
         if info is None:
             return False
     t = type(val)
-    if t is int:
-        if info[2] == 1 or not -9223372036854775808 <= val <= 9223372036854775807:
-            vt, val = 1, float(val)
-        else:
-            vt = 0
-    elif t is float:
+    if t is float:
+        vt = 1
         if info[2] == 2:
             vt, val = 0, int(val)
-        else:
-            vt = 1
+    elif t is int:
+        vt = 0
+        if info[2] == 1 or not -9223372036854775808 <= val <= 9223372036854775807:
+            vt, val = 1, float(val)
     else:
         return False
     stored = info[0]
     for flex in flexes:
         nm = flex.get(node)
-        if nm is None:
-            flex[node] = {stored: [info[1], vt, val]}
-            continue
-        cur = nm.get(stored)
-        if cur is None:
-            nm[stored] = [info[1], vt, val]
-        elif cur[1] != vt:
-            raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
-                             f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
-        elif cur[0] == 1:  # PTY: the last value wins
-            cur[2] = val
-        else:
-            cur[2] += val
+        if nm is not None:
+            cur = nm.get(stored)
+            if cur is not None and cur[1] == vt and cur[0] != 1:
+                cur[2] += val
+                continue
+        _add_new(flex, node, stored, info[1], vt, val)
     return True
+
+
+def _add_new(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None:
+    """:func:`add_scalar` for a flex where ``stored`` is new at ``node``, a property or a mismatch."""
+    nm = flex.get(node)
+    if nm is None:
+        nm = flex[node] = {}
+    cur = nm.get(stored)
+    if cur is None:
+        nm[stored] = [pty, vt, val]
+    elif cur[1] != vt:
+        raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
+                         f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
+    elif cur[0] == PTY:
+        cur[2] = val
+    else:
+        cur[2] += val
 
 
 def add_single(flex: dict, node: int, metrics: dict) -> bool:
