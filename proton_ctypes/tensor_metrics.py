@@ -90,10 +90,13 @@ class Ring:
             dropped += n - self.size
             self.read = total - self.size
             n = self.size
-        host = self.buf.cpu().numpy()
-        idx = (np.arange(self.read, total) % self.size)
+        # copy only the slots written since the last take (one or two slices of the ring)
+        lo, hi = self.read % self.size, total % self.size
         self.read = total
-        return host[idx]
+        if lo < hi:
+            return self.buf[lo:hi].cpu().numpy()
+        head = self.buf[lo:].cpu().numpy()
+        return np.concatenate([head, self.buf[:hi].cpu().numpy()]) if hi else head
 
 
 def ensure_kernels() -> None:

@@ -127,3 +127,27 @@ def test_tensor_metric_type_is_checked_when_given():
     finally:
         tm._launch = orig
         tm._ring_for = orig_ring
+
+
+def test_ring_take_copies_only_the_slots_written_since_the_last_take(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TRITON_PROFILE_METRIC_BUFFER_SIZE", "128")  # 16 slots
+    ring = tm.Ring("cpu")
+    assert ring.size == 16
+
+    def write(k):
+        start = int(ring.offset.item())
+        for i in range(start, start + k):
+            ring.buf[i % ring.size] = i
+        ring.offset[0] = start + k
+
+    write(5)
+    assert ring.take().tolist() == list(range(5))
+    write(12)  # ends exactly at the wrap
+    assert ring.take().tolist() == list(range(5, 17))
+    write(16)  # a whole ring, starting mid-ring
+    assert ring.take().tolist() == list(range(17, 33))
+    write(3)
+    assert ring.take().tolist() == [33, 34, 35]
+    assert ring.take().tolist() == []
+    del torch
