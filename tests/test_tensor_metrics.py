@@ -130,7 +130,7 @@ def test_tensor_metric_type_is_checked_when_given():
 
 
 def test_ring_take_copies_only_the_slots_written_since_the_last_take(monkeypatch):
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     monkeypatch.setenv("TRITON_PROFILE_METRIC_BUFFER_SIZE", "128")  # 16 slots
     ring = tm.Ring("cpu")
     assert ring.size == 16
@@ -150,4 +150,3 @@ def test_ring_take_copies_only_the_slots_written_since_the_last_take(monkeypatch
     write(3)
     assert ring.take().tolist() == [33, 34, 35]
     assert ring.take().tolist() == []
-    del torch
