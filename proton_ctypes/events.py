@@ -21,6 +21,7 @@ import threading
 import numpy as np
 from time import time_ns
 
+from .flags import _listeners as _flag_listeners, flags as _flags
 from .tree import callpath
 
 _tls = threading.local()
@@ -271,8 +272,9 @@ def resync(ctx: ThreadCtx) -> None:
             G.views_by_tid.setdefault(ctx.tid, []).append(v)
         ctx.views = views
         ctx.epoch = epoch
+        # the fast-path view exists only while profiling is on: hot paths test the view alone
         ctx.view = views[0] if (len(views) == 1 and not views[0].trace and views[0].ext is None
-                                and not G.py_active) else None
+                                and not G.py_active and _flags.profiling_on) else None
         if epoch != G.epoch:
             ctx.view = None
 
@@ -285,3 +287,6 @@ def ensure(ctx: ThreadCtx) -> None:
     """Resync the thread if the epoch moved since its last event."""
     if ctx.epoch != G.epoch:
         resync(ctx)
+
+
+_flag_listeners.append(bump_epoch)

@@ -76,8 +76,10 @@ def _after_fork_in_child():
     from .flags import flags
     from .hooks.hook import HookManager
     from . import manager
-    flags.profiling_on = False
     G = events.G
+    # another thread may have held the lock at fork time: it never releases it here
+    G.lock = threading.RLock()
+    flags.profiling_on = False
     G.sessions.clear()
     G.threads.clear()
     G.views_by_tid.clear()

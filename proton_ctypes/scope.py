@@ -164,89 +164,93 @@ class scope:
             _exit(self.id)
 
     def __enter__(self):
-        if _flags.profiling_on:
-            # inlined fast path of _enter: one trie lookup, two appends (+ the log for GPUs)
+        # inlined fast path of _enter: one trie lookup, two appends (+ the log for GPUs); a
+        # thread's fast-path view exists only while profiling is on (events.resync)
+        try:
+            ctx = _tls.ctx
+        except AttributeError:
+            ctx = thread_ctx()
+        v = ctx.view
+        if v is None:
+            if _flags.profiling_on:
+                self.id = _enter(self, self.metrics)
+            return self
+        self.id = sid = next(_ids)
+        node = v.kids.get(self.name)
+        if node is None:
+            node = _child(v.top, self.name)
+        v.ids.append(sid)
+        v.top = node
+        v.kids = _kids[node]
+        st = ctx.state
+        if st is not None:
+            node = _child(node, st)
+        v.created.add(node)
+        if v.logging:
+            log = v.log
+            log.append(_time_ns())
+            log.append(node)
+        m = self.metrics
+        if m:
+            if len(m) == 1:
+                # one plain number under a known key: tree.metrics.add_scalar, inlined
+                for k in m:
+                    break
+                info = _scalar_keys.get(k)
+                if info is not None:
+                    val = m[k]
+                    t = type(val)
+                    if t is float:
+                        vt = 1
+                    elif t is int and (-1073741823 <= val <= 1073741823  # cheap compare first
+                                       or -9223372036854775808 <= val <= 9223372036854775807):
+                        vt = 0
+                    else:
+                        vt = None
+                    if vt is not None:
+                        stored = info[0]
+                        for flex in v.flexes:
+                            nm = flex.get(node)
+                            if nm is not None:
+                                cur = nm.get(stored)
+                                if cur is not None and cur[1] == vt and cur[0] != 1:
+                                    cur[2] += val
+                                    continue
+                            _add_new(flex, node, stored, info[1], vt, val)
+                        if st is not None:
+                            recording.clear_state_after_metrics(ctx)
+                        return self
+            if add_scalar(v.flexes, node, m) or _fast_metrics(v, node, m):
+                if st is not None:
+                    recording.clear_state_after_metrics(ctx)
+            else:
+                _add_scope_metrics(ctx, sid, ((v, node),), m)
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        sid = self.id
+        if sid is not None:
             try:
                 ctx = _tls.ctx
             except AttributeError:
                 ctx = thread_ctx()
             v = ctx.view
             if v is None:
-                self.id = _enter(self, self.metrics)
-                return self
-            self.id = sid = next(_ids)
-            node = v.kids.get(self.name)
-            if node is None:
-                node = _child(v.top, self.name)
-            v.ids.append(sid)
-            v.top = node
-            v.kids = _kids[node]
-            st = ctx.state
-            if st is not None:
-                node = _child(node, st)
-            v.created.add(node)
-            if v.logging:
-                log = v.log
-                log.append(_time_ns())
-                log.append(node)
-            m = self.metrics
-            if m:
-                if len(m) == 1:
-                    # one plain number under a known key: tree.metrics.add_scalar, inlined
-                    for k in m:
-                        break
-                    info = _scalar_keys.get(k)
-                    if info is not None:
-                        val = m[k]
-                        t = type(val)
-                        if t is float:
-                            vt = 1
-                        elif t is int and (-1073741823 <= val <= 1073741823  # cheap compare first
-                                           or -9223372036854775808 <= val <= 9223372036854775807):
-                            vt = 0
-                        else:
-                            vt = None
-                        if vt is not None:
-                            stored = info[0]
-                            for flex in v.flexes:
-                                nm = flex.get(node)
-                                if nm is not None:
-                                    cur = nm.get(stored)
-                                    if cur is not None and cur[1] == vt and cur[0] != 1:
-                                        cur[2] += val
-                                        continue
-                                _add_new(flex, node, stored, info[1], vt, val)
-                            if st is not None:
-                                recording.clear_state_after_metrics(ctx)
-                            return self
-                if add_scalar(v.flexes, node, m) or _fast_metrics(v, node, m):
-                    if st is not None:
-                        recording.clear_state_after_metrics(ctx)
-                else:
-                    _add_scope_metrics(ctx, sid, ((v, node),), m)
-        return self
-
-    def __exit__(self, exc_type, exc_value, traceback):
-        sid = self.id
-        if sid is not None and _flags.profiling_on:
-            try:
-                ctx = _tls.ctx
-            except AttributeError:
-                ctx = thread_ctx()
-            v = ctx.view
-            if v is not None:
-                ids = v.ids
-                if ids and ids[-1] == sid:
-                    ids.pop()
-                    top = _parent[v.top] if ids else 0
-                    v.top = top
-                    v.kids = _kids[top]
-                    if v.logging:
-                        st = ctx.state
-                        log = v.log
-                        log.append(_time_ns())
-                        log.append(top if st is None else _child(top, st))
-                    return
+                if _flags.profiling_on:
+                    recording.exit(ctx, sid)
+                return
+            ids = v.ids
+            if ids and ids[-1] == sid:
+                ids.pop()
+                top = _parent[v.top] if ids else 0
+                v.top = top
+                v.kids = _kids[top]
+                if v.logging:
+                    st = ctx.state
+                    log = v.log
+                    log.append(_time_ns())
+                    log.append(top if st is None else _child(top, st))
+                return
             recording.exit(ctx, sid)
 
     def __call__(self, func):

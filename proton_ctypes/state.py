@@ -66,15 +66,14 @@ class state:
         self.name = name
 
     def __enter__(self):
-        if _flags.profiling_on:
-            try:
-                ctx = _tls.ctx
-            except AttributeError:
-                ctx = thread_ctx()
-            v = ctx.view
-            if v is None:
-                _set(self.name)
-            elif v.logging:
+        # a thread's fast-path view exists only while profiling is on (events.resync)
+        try:
+            ctx = _tls.ctx
+        except AttributeError:
+            ctx = thread_ctx()
+        v = ctx.view
+        if v is not None:
+            if v.logging:
                 name = ctx.state = self.name
                 log = v.log
                 log.append(_time_ns())
@@ -82,23 +81,24 @@ class state:
                 log.append(_child(v.top, name) if node is None else node)
             else:
                 ctx.state = self.name
+        elif _flags.profiling_on:
+            _set(self.name)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> None:
-        if _flags.profiling_on:
-            try:
-                ctx = _tls.ctx
-            except AttributeError:
-                ctx = thread_ctx()
-            v = ctx.view
-            if v is None:
-                _set(None)
-            else:
-                ctx.state = None
-                if v.logging:
-                    log = v.log
-                    log.append(_time_ns())
-                    log.append(v.top)
+        try:
+            ctx = _tls.ctx
+        except AttributeError:
+            ctx = thread_ctx()
+        v = ctx.view
+        if v is not None:
+            ctx.state = None
+            if v.logging:
+                log = v.log
+                log.append(_time_ns())
+                log.append(v.top)
+        elif _flags.profiling_on:
+            _set(None)
 
     def __call__(self, func):
         @wraps(func)

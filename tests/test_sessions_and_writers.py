@@ -157,3 +157,21 @@ def test_hatchet_json_writes_nan_as_null_and_floats_round_trip():
     assert '"n": null' in text and '"big": 1e+300' in text and '"z": -0.0' in text
     assert '"f": 1500000000.0' in text
     assert json.loads(text)[1] == {}
+
+
+@pytest.mark.parametrize("backend", ["host", "mock"])
+def test_switching_profiling_off_makes_scopes_and_states_no_ops_at_once(backend):
+    proton.start("flags", backend=backend)
+    with proton.scope("before"):
+        pass
+    proton.flags.flags.profiling_on = False  # triton.profiler.flags is the module, too
+    with proton.scope("while_off"):
+        with proton.state("off_state"):
+            pass
+    proton.flags.flags.profiling_on = True
+    with proton.scope("after"):
+        with proton.state("on_state"):
+            pass
+    proton.finalize()
+    root, _ = read_tree("flags.hatchet")
+    assert sorted(child_names(root)) == ["after", "before"]
