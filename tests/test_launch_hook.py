@@ -5,7 +5,8 @@ from proton_ctypes.hooks import HookManager, LaunchHook
 
 
 class FakeLazyDict:
-    """What Triton passes to launch hooks: ``data`` (raw) and ``get()`` (evaluated)."""
+    """What Triton passes to launch hooks: ``data`` (raw until ``get()``, then the evaluated
+    dict, as Triton's LazyDict replaces it) and ``get()`` (evaluates once)."""
 
     def __init__(self, name, meta=None):
         self.data = {"name": name}
@@ -13,11 +14,11 @@ class FakeLazyDict:
         self.evaluated = 0
 
     def get(self):
-        self.evaluated += 1
-        out = {"name": self.data["name"]}
         if self.meta:
-            out.update(self.meta(self.data["name"]))
-        return out
+            self.evaluated += 1
+            self.data = self.data | self.meta(self.data["name"])
+            self.meta = None
+        return self.data
 
 
 def launch(mock, name, meta=None):
@@ -64,6 +65,22 @@ def test_exclude_on_compiled_name_skips_metadata_evaluation(mock):
     assert md.evaluated == 0
     root, _ = read_tree("ex.hatchet")
     assert find(root, "add_one")["metrics"]["count"] == 1
+
+
+def test_exclude_on_the_metadata_name_records_the_kernel_as_a_plain_launch(mock):
+    LaunchHook().configure(exclude=".*_n2048")
+    try:
+        proton.start("exmeta", backend="mock", hook="triton")
+        with proton.scope("s"):
+            md = launch(mock, "add_one", meta_fn)
+        proton.finalize()
+    finally:
+        LaunchHook().configure()
+    assert md.evaluated == 1
+    root, _ = read_tree("exmeta.hatchet")
+    node = find(root, "s", "add_one")
+    assert node["metrics"]["count"] == 1 and "bytes" not in node["metrics"]
+    assert [c["frame"]["name"] for c in find(root, "s")["children"]] == ["add_one"]
 
 
 def test_include_is_anchored_at_the_start_only():

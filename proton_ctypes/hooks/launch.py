@@ -107,14 +107,16 @@ class LaunchHook(Hook):
         if ctx.epoch != G.epoch:
             resync(ctx)
         v = ctx.view
-        if v is not None and ctx.state is None and self._enter_one_view(ctx, v, metadata, seen[1]):
+        if v is not None and ctx.state is None and self._enter_one_view(ctx, v, metadata, raw_name, seen[1]):
             return
-        self._enter_general(ctx, metadata, seen[1])
+        self._enter_general(ctx, metadata, raw_name, seen[1])
 
-    def _enter_one_view(self, ctx, v, metadata, md_state) -> bool:
+    def _enter_one_view(self, ctx, v, metadata, raw_name, md_state) -> bool:
         """Fast path: one plain view (one session group, no trace, no python context).
 
-        Returns False, having changed nothing, when a metadata value needs the general path."""
+        Returns False when a metadata value needs the general path: the metadata has been
+        evaluated by then (Triton's LazyDict keeps the result) and the state slot and the
+        log are back as they were, so the general path can take over."""
         token = _busy.set(_IN_HOOK)
         # Proton evaluates the metadata inside metadata_state(name): kernels launched by
         # launch_metadata land under that state node.
@@ -151,7 +153,8 @@ class LaunchHook(Hook):
                     log.append(v.top)
                 _busy.reset(token)
                 return False
-        if kernel_name != metadata.data.get("name") and not self._matches_kernel_name(kernel_name):
+        # ``metadata.data`` now holds the evaluated dict: compare with the compiled name
+        if kernel_name != raw_name and not self._matches_kernel_name(kernel_name):
             if log is not None:
                 log.append(time_ns())
                 log.append(v.top)
@@ -170,9 +173,8 @@ class LaunchHook(Hook):
         _busy.set(_OPEN)
         return True
 
-    def _enter_general(self, ctx, metadata, md_state) -> None:
+    def _enter_general(self, ctx, metadata, raw_name, md_state) -> None:
         """Every other case: several views, states, trace data, tensors, python context."""
-        raw_name = metadata.data.get("name")
         token = _busy.set(_IN_HOOK)
         try:
             _set_state(ctx, md_state)
