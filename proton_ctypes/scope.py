@@ -213,7 +213,7 @@ class scope:
                             nm = flex.get(node)
                             if nm is not None:
                                 cur = nm.get(stored)
-                                if cur is not None and cur[1] == vt and cur[0] != 1:
+                                if cur is not None and cur[1] == vt and cur[0] != 1:  # 1: tree.metrics.PTY
                                     cur[2] += val
                                     continue
                             _add_new(flex, node, stored, info[1], vt, val)

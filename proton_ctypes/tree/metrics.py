@@ -265,7 +265,7 @@ def add_scalar(flexes, node: int, metrics: dict) -> bool:
         nm = flex.get(node)
         if nm is not None:
             cur = nm.get(stored)
-            if cur is not None and cur[1] == vt and cur[0] != 1:
+            if cur is not None and cur[1] == vt and cur[0] != PTY:
                 cur[2] += val
                 continue
         _add_new(flex, node, stored, info[1], vt, val)
@@ -288,7 +288,3 @@ def _add_new(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None
     else:
         cur[2] += val
 
-
-def add_single(flex: dict, node: int, metrics: dict) -> bool:
-    """Add a one-entry dict of a plain ``int``/``float`` to ``node``; False if not plain."""
-    return add_scalar((flex,), node, metrics)
