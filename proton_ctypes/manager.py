@@ -86,6 +86,9 @@ def create(name: str, context: str, data: str, backend_name: str, mode: str) -> 
     backend = select.get(backend_name)
     lifecycle.install()
     if _users.get(backend_name, 0) == 0:
+        if hasattr(backend, "pc_attribution"):
+            from . import pc_samples
+            backend.pc_attribution = (pc_samples.sessions_active, pc_samples.attribute_samples)
         backend.start(_sink_for(backend), mode,
                       _python_context() if context == "python" else None)
     _users[backend_name] = _users.get(backend_name, 0) + 1

@@ -82,6 +82,9 @@ class CuptiBackend:
         self._sink = None
         self._hub = None
         self._pc = None
+        #: ``(sessions_active(backend), attribute_samples(backend, groups))`` for pcsampling,
+        #: given by the profiler before start (:mod:`proton_ctypes.pc_samples`)
+        self.pc_attribution = None
         self._joiner = None
         self._parser = None
         self._enabled_kinds = []
@@ -422,7 +425,10 @@ class CuptiBackend:
     # ------------------------------------------------------------------ helpers
     def _make_pc_sampler(self, lib: CuptiLib):
         """``mode="pcsampling"``: the PC sampler, feeding each launch's samples to the tree."""
-        from .cupti_pcsampling import PCSampler, attribute_samples, sessions_active
+        from .cupti_pcsampling import PCSampler
+        if self.pc_attribution is None:
+            raise RuntimeError("[PROTON] CuptiProfiler: pcsampling needs the profiler's sample attribution")
+        sessions_active, attribute_samples = self.pc_attribution
         pc = PCSampler(lib, self.mode[1]["sampling_period"], self._synchronize,
                        lambda groups: attribute_samples(self, groups))
         pc.active = lambda: sessions_active(self)
