@@ -382,18 +382,22 @@ class CuptiBackend:
     # ------------------------------------------------------------------ stop
     def _teardown(self, deliver: bool) -> None:
         """Stop the collector, switch CUPTI off, flush everything out and (if ``deliver``) hand it over."""
+        clock = time.perf_counter
         try:
+            t0 = clock()
             self._stop_event.set()
             if self.pool is not None:
                 self.pool.wake.set()
             collector, self._collector = self._collector, None
             if collector is not None and collector is not threading.current_thread():
                 collector.join(timeout=10)
+            t1 = clock()
             if deliver:
                 try:
                     self._synchronize()
                 except Exception as e:
                     self._warn_once("sync", f"proton_ctypes: device synchronisation failed at stop: {e!r}")
+            t2 = clock()
             for kind in self._enabled_kinds:
                 self.lib.try_call("cuptiActivityDisable", kind)
             self._enabled_kinds = []
@@ -403,8 +407,13 @@ class CuptiBackend:
                     self._pc.disable_callbacks(self._hub)
             if self._hub is not None:
                 self._hub.unsubscribe()
+            t3 = clock()
             if self.lib is not None:
                 self.lib.try_call("cuptiActivityFlushAll", FLUSH_FORCED)
+            t4 = clock()
+            for key, dt in (("stop_collector_s", t1 - t0), ("stop_sync_s", t2 - t1),
+                            ("stop_disable_s", t3 - t2), ("stop_flush_s", t4 - t3)):
+                self._time(key, dt)
             if deliver and self._joiner is not None:
                 self._drain(hold=False)
             elif self.pool is not None:
