@@ -272,6 +272,12 @@ class CuptiBackend:
     # ------------------------------------------------------------------ collection
     def _collect(self) -> None:
         """Collector thread: parse completed buffers as they arrive; in periodic mode also flush on a timer."""
+        try:
+            # numpy >= 2 imports numpy.ma on the first np.unique (~15-50 ms): pay it here, off
+            # the launching thread, rather than in the first finalize
+            import numpy.ma  # noqa: F401
+        except Exception:
+            pass
         periodic = self.mode[0] == "periodic_flushing"
         interval = self.flush_interval_s
         next_flush = time.monotonic() + interval
