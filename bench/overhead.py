@@ -105,7 +105,7 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
             fn()
     torch.cuda.synchronize()
 
-    proton = backend = None
+    proton = None
     delivered = [0]
     if impl == "proton":
         import triton.profiler as proton
@@ -123,7 +123,7 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
     for rep in range(reps):
         order = cases[rep % len(cases):] + cases[:rep % len(cases)]
         for case in order:
-            runs[case].append(_one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch,
+            runs[case].append(_one_case(impl, case, n, warm, proton, delivered, tmp, torch,
                                         launch_triton, launch_torch, len(runs[case])))
     results = {}
     for case, outs in runs.items():
@@ -190,7 +190,7 @@ def _diagnostic_backend(impl, delivered):
     return backend
 
 
-def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launch_triton, launch_torch, rep):
+def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton, launch_torch, rep):
     """One timed loop of ``case`` under ``impl``: µs per op, finalize seconds, kernels recorded."""
     spec = CASES[case]
     launch = _launcher(spec, launch_triton, launch_torch)
@@ -224,12 +224,12 @@ def _one_case(impl, case, n, warm, proton, backend, delivered, tmp, torch, launc
         torch.cuda.synchronize()
 
     out = {}
-    if impl in ("proton", "proton_ctypes", "torch.profiler"):
+    backend = None
+    if impl != "bare":
         # this process's own bare loop, just before the profiler starts (the previous run's
-        # profiler was finalized): the reference for ``self_overhead_us``
+        # profiler was finalized): the reference for ``overhead_us``
         out["bare_us"] = _bare_loop(spec, n, warm, torch, launch_triton, launch_torch)
     if impl in DIAGNOSTIC_IMPLS:
-        out["bare_us"] = _bare_loop(spec, n, warm, torch, launch_triton, launch_torch)
         backend = _diagnostic_backend(impl, delivered)
     if impl == "bare" or impl in DIAGNOSTIC_IMPLS:
         before = delivered[0]
