@@ -34,6 +34,13 @@ KERNEL_NAME = "write_metric_record"
 _RESERVED = frozenset({"name", "function", "stream"})
 
 
+def _log_context(log, v) -> None:
+    """Log ``v``'s scope context again (the metadata state is over, no op was opened)."""
+    if log is not None:
+        log.append(time_ns())
+        log.append(v.top)
+
+
 class LaunchHook(Hook):
     """Process-wide singleton hook recording launch metadata (priority 100)."""
 
@@ -133,9 +140,7 @@ class LaunchHook(Hook):
             lazy = metadata.get()
         except BaseException:
             ctx.state = None
-            if log is not None:
-                log.append(time_ns())
-                log.append(v.top)
+            _log_context(log, v)
             _busy.reset(token)
             raise
         ctx.state = None
@@ -148,16 +153,12 @@ class LaunchHook(Hook):
                     plain[k] = val
             elif val is not None and k not in _RESERVED:
                 # a tensor or another number type: the general path handles it
-                if log is not None:
-                    log.append(time_ns())
-                    log.append(v.top)
+                _log_context(log, v)
                 _busy.reset(token)
                 return False
         # ``metadata.data`` now holds the evaluated dict: compare with the compiled name
         if kernel_name != raw_name and not self._matches_kernel_name(kernel_name):
-            if log is not None:
-                log.append(time_ns())
-                log.append(v.top)
+            _log_context(log, v)
             _busy.reset(token)
             return True
         node = kids.get(kernel_name)
