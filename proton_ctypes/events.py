@@ -54,7 +54,7 @@ class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
 
     __slots__ = ("sessions", "phases", "flexes", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
-                 "logging", "trace", "ctx", "ext", "ext_pushed")
+                 "logging", "trace", "ctx", "ext", "ext_pushed", "plans")
 
     def __init__(self, ctx, sessions, ids, top, t0):
         self.ctx = ctx
@@ -80,6 +80,8 @@ class View:
         self.ext = next((s.backend for s in sessions
                          if getattr(s.backend, "attribution", "timestamp") == "extcorr"), None)
         self.ext_pushed = False
+        #: launch-hook metric plans of this view, by op node (see tree.metrics.plan_plain)
+        self.plans = {}
 
     def nodes(self):
         """Trie nodes of the open scopes, outermost first."""
@@ -158,7 +160,7 @@ class View:
 class ThreadCtx:
     """Everything the profiler keeps for one thread."""
 
-    __slots__ = ("tid", "epoch", "view", "views", "state", "frozen", "open_trace", "__weakref__")
+    __slots__ = ("tid", "epoch", "view", "views", "state", "frozen", "open_trace", "launch", "__weakref__")
 
     def __init__(self):
         self.tid = threading.get_native_id()
@@ -171,6 +173,9 @@ class ThreadCtx:
         self.frozen = {}
         #: scope id -> [t_enter, {session id: node}, raw metrics dict] for trace sessions
         self.open_trace = {}
+        #: the launch hook's place in a Triton launch on this thread: None outside one, else
+        #: a marker of :mod:`proton_ctypes.hooks.launch` or the view of an open fast op
+        self.launch = None
 
 
 EXT_OP = 1 << 62

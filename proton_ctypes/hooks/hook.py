@@ -3,7 +3,13 @@
 ``HookManager`` keeps the active hooks sorted by priority (highest first) and, per
 session, which hooks that session holds.  ``init_handle``/``enter`` call hooks in that
 order, ``destroy_handle``/``exit`` in reverse (first in, last out).  Its dispatchers are
-added to Triton's hook chains while any hook is active.
+in Triton's hook chains while any hook is active, and are kept in step with every change
+(Proton adds them at ``register`` only, so a session re-activated after all hooks went
+inactive is left without them).
+
+One deliberate shortcut: while exactly one hook is active, that hook's own ``enter`` and
+``exit`` sit in Triton's launch chains instead of the dispatchers, which saves a Python
+call per launch and calls the same code.
 """
 from __future__ import annotations
 
@@ -83,6 +89,19 @@ class HookManager:
         HookManager.active_hooks.sort(key=lambda h: h.priority, reverse=True)
 
     @staticmethod
+    def _rewire() -> None:
+        """Put what the active hooks need into Triton's hook chains (see the module doc)."""
+        active = HookManager.active_hooks
+        if not active:
+            runtime.wire({})
+            return
+        targets = {point: getattr(HookManager, meth) for point, meth in runtime.POINTS.items()}
+        if len(active) == 1:
+            targets["launch_enter_hook"] = active[0].enter
+            targets["launch_exit_hook"] = active[0].exit
+        runtime.wire(targets)
+
+    @staticmethod
     def activate(session: Optional[int] = None) -> None:
         """Mark the hooks of ``session`` (all sessions when None) active."""
         sessions = list(HookManager.session_hooks.keys()) if session is None else [session]
@@ -93,6 +112,7 @@ class HookManager:
                     HookManager.active_hooks.append(hook)
                 HookManager.session_hooks[s][hook] = True
         HookManager._sort()
+        HookManager._rewire()
 
     @staticmethod
     def deactivate(session: Optional[int] = None) -> None:
@@ -108,6 +128,7 @@ class HookManager:
             if not any(h[hook] for h in HookManager.session_hooks.values()):
                 hook.deactivate()
                 HookManager.active_hooks.remove(hook)
+        HookManager._rewire()
 
     @staticmethod
     def register(hook: Hook, session: int) -> None:
@@ -117,7 +138,7 @@ class HookManager:
             hook.activate()
             HookManager.active_hooks.append(hook)
         HookManager._sort()
-        runtime.install(HookManager)
+        HookManager._rewire()
 
     @staticmethod
     def unregister(session: Optional[int] = None) -> None:
@@ -137,5 +158,4 @@ class HookManager:
                 if not any(h[hook] for h in HookManager.session_hooks.values()):
                     hook.deactivate()
                     HookManager.active_hooks.remove(hook)
-        if not HookManager.active_hooks:
-            runtime.uninstall(HookManager)
+        HookManager._rewire()

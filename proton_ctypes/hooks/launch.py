@@ -9,23 +9,22 @@ compiled name already rules out never evaluates its metadata.
 from __future__ import annotations
 
 import re
-from contextvars import ContextVar
 from numbers import Number
 from typing import Optional
 
 from time import time_ns
 
 from .. import recording
-from ..events import G, resync, thread_ctx
+from ..events import G, _tls, resync, thread_ctx
 from ..tree import callpath
 from ..recording import set_state as _set_state
 from ..metric import set_metric_kernels, transform_tensor_metrics
-from ..tree.metrics import add_plain
+from ..tree.metrics import add_one, add_plain, plan_plain
 from ..state import get_metadata_state_name as metadata_state_name
 from .hook import Hook
 
-#: None outside a launch; _IN_HOOK while the hook evaluates metadata; _OPEN during the launch
-_busy = ContextVar("proton_ctypes_launch", default=None)
+#: values of ``ThreadCtx.launch`` besides None (outside a launch) and the view of an op
+#: opened by the fast path: the hook is evaluating metadata; an op of the general path is open
 _IN_HOOK = ("in_hook",)
 _OPEN = ("open",)
 #: our device-metric kernel, which Proton launches from C++ (unhooked): never an op
@@ -101,7 +100,11 @@ class LaunchHook(Hook):
 
     def enter(self, metadata) -> None:
         """Evaluate the launch's metadata and open an op named after it."""
-        if _busy.get() is not None:
+        try:
+            ctx = _tls.ctx
+        except AttributeError:
+            ctx = thread_ctx()
+        if ctx.launch is not None:
             return  # a launch inside launch_metadata, or a nested launch
         raw_name = metadata.data.get("name")
         seen = self._seen.get(raw_name)
@@ -110,28 +113,22 @@ class LaunchHook(Hook):
                                            metadata_state_name(raw_name))
         if not seen[0]:
             return  # ruled out by name, or our own device-metric kernel (Proton's are unhooked)
-        ctx = thread_ctx()
         if ctx.epoch != G.epoch:
             resync(ctx)
         v = ctx.view
-        if v is not None and ctx.state is None and self._enter_one_view(ctx, v, metadata, raw_name, seen[1]):
+        if v is None or ctx.state is not None:
+            self._enter_general(ctx, metadata, raw_name, seen[1])
             return
-        self._enter_general(ctx, metadata, raw_name, seen[1])
-
-    def _enter_one_view(self, ctx, v, metadata, raw_name, md_state) -> bool:
-        """Fast path: one plain view (one session group, no trace, no python context).
-
-        Returns False when a metadata value needs the general path: the metadata has been
-        evaluated by then (Triton's LazyDict keeps the result) and the state slot and the
-        log are back as they were, so the general path can take over."""
-        token = _busy.set(_IN_HOOK)
+        # Fast path: one plain view (one session group, no trace, no python context).
         # Proton evaluates the metadata inside metadata_state(name): kernels launched by
         # launch_metadata land under that state node.
+        md_state = seen[1]
         kids = v.kids
         md_node = kids.get(md_state)
         if md_node is None:
             md_node = v.context_node(md_state)
         log = v.log if v.logging else None
+        ctx.launch = _IN_HOOK
         ctx.state = md_state
         if log is not None:
             log.append(time_ns())
@@ -139,51 +136,70 @@ class LaunchHook(Hook):
         try:
             lazy = metadata.get()
         except BaseException:
-            ctx.state = None
+            ctx.state = ctx.launch = None
             _log_context(log, v)
-            _busy.reset(token)
             raise
-        ctx.state = None
+        ctx.state = ctx.launch = None
         kernel_name = lazy["name"]
+        # ``metadata.data`` now holds the evaluated dict: compare with the compiled name
+        if kernel_name != raw_name and not self._matches_kernel_name(kernel_name):
+            _log_context(log, v)
+            return
+        node = kids.get(kernel_name)
+        if node is None:
+            node = callpath.child(v.top, kernel_name)
+        plan = v.plans.get(node)
+        if (plan is None or tuple(lazy) != plan[0] or tuple(map(type, lazy.values())) != plan[1]
+                or not _in_int64(lazy, plan[3])):
+            if not self._add_unplanned(v, node, lazy):
+                _log_context(log, v)  # a tensor or another number type: the general path
+                self._enter_general(ctx, metadata, raw_name, md_state)
+                return
+        else:
+            for k, curs in plan[2]:
+                if curs is None:
+                    val = lazy[k]
+                    for flex in v.flexes:
+                        add_one(flex, node, k, val)
+                else:
+                    val = lazy[k]
+                    for cur in curs:
+                        cur[2] += val
+        if log is not None:
+            log.append(time_ns())
+            log.append(-node - 1)
+        ctx.launch = v
+
+    @staticmethod
+    def _add_unplanned(v, node, lazy) -> bool:
+        """Add ``lazy``'s plain metrics to ``node`` in ``v``'s flexes and plan the next launch.
+
+        Returns False, having added nothing, if a metric value is not an ``int``/``float``."""
         plain = {}
         for k, val in lazy.items():
             t = type(val)
             if t is int or t is float:
                 if k not in _RESERVED:
                     plain[k] = val
-            elif val is not None and k not in _RESERVED:
-                # a tensor or another number type: the general path handles it
-                _log_context(log, v)
-                _busy.reset(token)
+            elif val is not None and k not in _RESERVED and LaunchHook._is_supported_metric_value(val):
                 return False
-        # ``metadata.data`` now holds the evaluated dict: compare with the compiled name
-        if kernel_name != raw_name and not self._matches_kernel_name(kernel_name):
-            _log_context(log, v)
-            _busy.reset(token)
-            return True
-        node = kids.get(kernel_name)
-        if node is None:
-            node = callpath.child(v.top, kernel_name)
         v.created.add(node)
         if plain:
             for flex in v.flexes:
                 add_plain(flex, node, plain)
-        if log is not None:
-            log.append(time_ns())
-            log.append(-node - 1)
-        _busy.set(_OPEN)
+        v.plans[node] = plan_plain(v.flexes, node, lazy, _RESERVED)
         return True
 
     def _enter_general(self, ctx, metadata, raw_name, md_state) -> None:
         """Every other case: several views, states, trace data, tensors, python context."""
-        token = _busy.set(_IN_HOOK)
+        ctx.launch = _IN_HOOK
         try:
             _set_state(ctx, md_state)
             try:
                 lazy = metadata.get()
                 kernel_name = lazy["name"]
                 if kernel_name != raw_name and not self._matches_kernel_name(kernel_name):
-                    _busy.reset(token)
+                    ctx.launch = None
                     return
                 plain = {}
                 other = None
@@ -217,22 +233,33 @@ class LaunchHook(Hook):
                 finally:
                     _set_state(ctx, None)
             recording.op_open(ctx, targets)
-            _busy.set(_OPEN)
+            ctx.launch = _OPEN
         except BaseException:
-            _busy.reset(token)
+            ctx.launch = None
             raise
 
     def exit(self, metadata) -> None:
         """Close the op opened by :meth:`enter`."""
-        if _busy.get() is not _OPEN:
+        try:
+            ctx = _tls.ctx
+        except AttributeError:
             return
-        _busy.set(None)
-        ctx = thread_ctx()
-        v = ctx.view
-        if v is not None and ctx.epoch == G.epoch and ctx.state is None:
-            if v.logging:
-                log = v.log
+        op = ctx.launch
+        if op is None or op is _IN_HOOK:
+            return
+        ctx.launch = None
+        if op is ctx.view and ctx.epoch == G.epoch:
+            if op.logging:
+                log = op.log
                 log.append(time_ns())
-                log.append(v.top)
+                log.append(op.top)
         else:
             recording.op_exit(ctx)
+
+
+def _in_int64(lazy, keys) -> bool:
+    """Whether the values of ``keys`` (ints) in ``lazy`` all fit in int64."""
+    for k in keys:
+        if not -9223372036854775808 <= lazy[k] <= 9223372036854775807:
+            return False
+    return True

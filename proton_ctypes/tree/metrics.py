@@ -288,3 +288,36 @@ def _add_new(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None
     else:
         cur[2] += val
 
+
+
+def plan_plain(flexes, node: int, data: dict, skip) -> tuple:
+    """A reusable plan for adding launch metadata shaped like ``data`` to ``node``.
+
+    Call it right after ``data``'s plain metrics were added to ``node`` in every flex of
+    ``flexes`` (so every stored entry exists).  ``data`` must hold only ``int``/``float``
+    metric values besides the keys in ``skip`` and values that are not metrics.  Returns
+    ``(keys, types, entries, wide)``: the plan applies to a later dict with the same key
+    tuple and the same value-type tuple.  ``entries`` lists, in sorted key order,
+    ``(key, curs)`` where ``curs`` holds the stored ``[kind, type, value]`` list of each
+    flex, whose value a plain sum may update in place; ``curs`` is None for keys that need
+    :func:`add_one` (properties, a float ``bytes``).  ``wide`` lists the keys whose int
+    values must be checked against the int64 range first (outside it the value is a
+    double, a type mismatch that :func:`add_plain` reports).  None if a key is not a ``str``.
+    """
+    entries, wide = [], []
+    for k in sorted(data):
+        val = data[k]
+        t = type(val)
+        if k in skip or (t is not int and t is not float):
+            continue
+        info = _plain_info.get(k) or _info(k)
+        if info is None:
+            return None
+        stored, kind, roof = info
+        if kind == PTY or (t is float and roof == 2):
+            entries.append((k, None))
+            continue
+        entries.append((k, tuple(flex[node][stored] for flex in flexes)))
+        if t is int and roof != 1:
+            wide.append(k)
+    return tuple(data), tuple(map(type, data.values())), tuple(entries), tuple(wide)

@@ -632,3 +632,53 @@ def python_context(proton, out, rec):
 def trace_empty(proton, out, rec):
     proton.start(out("te"), data="trace")
     proton.finalize()
+
+
+def _hook_launch(proton, name, meta):
+    """One Triton launch as the runtime makes it: the launch hooks around a LazyDict."""
+    from triton.compiler.compiler import LazyDict
+    md = LazyDict({"name": name, "function": 0, "stream": 0})
+    md.add(lambda: dict(meta), ())
+    proton.hooks.HookManager.enter(md)
+    proton.hooks.HookManager.exit(md)
+
+
+def launch_hook_metrics_over_launches(proton, out, rec):
+    import numpy as np
+    proton.hooks.LaunchHook().configure()
+    proton.start(out("hm"), hook="triton")
+    with proton.scope("s"):
+        for i in range(3):
+            _hook_launch(proton, "k", {"name": "k_op", "flops32": 100, "bytes": 10.9, "c": i, "last (pty)": i,
+                                       "label": "x", "none": None})
+        _hook_launch(proton, "k", {"name": "k_op", "flops32": 100, "bytes": 10, "c": 1, "label": 4, "none": 2.0})
+        _hook_launch(proton, "k", {"name": "k_op", "c": np.int64(5), "f": np.float64(0.5)})
+        _hook_launch(proton, "k", {"name": "k_op", "c": True})
+    proton.finalize()
+
+
+def launch_hook_type_mismatch(proton, out, rec):
+    # Proton records no launch after a failing one (proton_ctypes does: tests/test_launch_hook_plans.py)
+    proton.hooks.LaunchHook().configure()
+    proton.start(out("hmm"), hook="triton")
+    with proton.scope("s"):
+        for _ in range(2):
+            _hook_launch(proton, "k", {"name": "k_op", "a": 1, "c": 2, "z": 3})
+        try:
+            _hook_launch(proton, "k", {"name": "k_op", "a": 1, "c": 2.5, "z": 3})
+        except ValueError as e:
+            rec("mismatch", str(e))
+    proton.finalize()
+
+
+def launch_hook_int_beyond_int64(proton, out, rec):
+    proton.hooks.LaunchHook().configure()
+    proton.start(out("hmw"), hook="triton")
+    with proton.scope("s"):
+        for _ in range(2):
+            _hook_launch(proton, "k", {"name": "k_op", "a": 1, "c": 2})
+        try:
+            _hook_launch(proton, "k", {"name": "k_op", "a": 1, "c": 2 ** 70})
+        except ValueError as e:
+            rec("wide", str(e))
+    proton.finalize()
