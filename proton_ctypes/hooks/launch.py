@@ -149,8 +149,19 @@ class LaunchHook(Hook):
         if node is None:
             node = callpath.child(v.top, kernel_name)
         plan = v.plans.get(node)
-        if (plan is None or tuple(lazy) != plan[0] or tuple(map(type, lazy.values())) != plan[1]
-                or not _in_int64(lazy, plan[3])):
+        if plan is not None and len(lazy) == plan[0]:
+            try:
+                for k, t in plan[1]:
+                    if type(lazy[k]) is not t:
+                        plan = None
+                        break
+            except KeyError:
+                plan = None
+            if plan is not None and plan[3] and not _in_int64(lazy, plan[3]):
+                plan = None
+        else:
+            plan = None
+        if plan is None:
             if not self._add_unplanned(v, node, lazy):
                 _log_context(log, v)  # a tensor or another number type: the general path
                 self._enter_general(ctx, metadata, raw_name, md_state)

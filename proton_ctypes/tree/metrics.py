@@ -296,13 +296,14 @@ def plan_plain(flexes, node: int, data: dict, skip) -> tuple:
     Call it right after ``data``'s plain metrics were added to ``node`` in every flex of
     ``flexes`` (so every stored entry exists).  ``data`` must hold only ``int``/``float``
     metric values besides the keys in ``skip`` and values that are not metrics.  Returns
-    ``(keys, types, entries, wide)``: the plan applies to a later dict with the same key
-    tuple and the same value-type tuple.  ``entries`` lists, in sorted key order,
-    ``(key, curs)`` where ``curs`` holds the stored ``[kind, type, value]`` list of each
-    flex, whose value a plain sum may update in place; ``curs`` is None for keys that need
-    :func:`add_one` (properties, a float ``bytes``).  ``wide`` lists the keys whose int
-    values must be checked against the int64 range first (outside it the value is a
-    double, a type mismatch that :func:`add_plain` reports).  None if a key is not a ``str``.
+    ``(size, typed, entries, wide)``; the plan applies to a later dict of the same size
+    whose value under each key of ``typed`` (every key but ``name``) has the type given
+    there.  ``entries`` lists, in sorted key order, ``(key, curs)`` where ``curs`` holds
+    the stored ``[kind, type, value]`` list of each flex, whose value a plain sum may
+    update in place; ``curs`` is None for keys that need :func:`add_one` (properties, a
+    float ``bytes``).  ``wide`` lists the keys whose int values must be checked against
+    the int64 range first (outside it the value is a double, a type mismatch that
+    :func:`add_plain` reports).  None if a metric key is not a ``str``.
     """
     entries, wide = [], []
     for k in sorted(data):
@@ -320,4 +321,5 @@ def plan_plain(flexes, node: int, data: dict, skip) -> tuple:
         entries.append((k, tuple(flex[node][stored] for flex in flexes)))
         if t is int and roof != 1:
             wide.append(k)
-    return tuple(data), tuple(map(type, data.values())), tuple(entries), tuple(wide)
+    typed = tuple((k, type(val)) for k, val in data.items() if k != "name")
+    return len(data), typed, tuple(entries), tuple(wide)

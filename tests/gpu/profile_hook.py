@@ -54,7 +54,11 @@ def _knob_hook(fn):
 
 loop(200)
 print("bare us/launch", [round(loop(5000), 2) for _ in range(3)])
-# Triton's own share of a hooked launch: a hook that only evaluates the launch metadata
+# Triton's own share of a hooked launch: an empty hook, then one that only evaluates the metadata
+undo = _knob_hook(lambda md: None)
+loop(200)
+print("triton empty hook, us/launch", [round(loop(5000), 2) for _ in range(3)])
+undo()
 undo = _knob_hook(lambda md: md.get())
 loop(200)
 print("triton hook evaluating metadata only, us/launch", [round(loop(5000), 2) for _ in range(3)])
