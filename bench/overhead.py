@@ -45,7 +45,12 @@ IMPLS = ("bare", "proton", "proton_ctypes", "torch.profiler")
 #: kernel records only (no launch-API records); and a bare ``cuptiSubscribe`` with nothing
 #: enabled (what merely attaching a CUPTI subscriber costs the driver's launch path).  Each
 #: is started before and stopped after every timed loop, like the profilers' sessions.
-DIAGNOSTIC_IMPLS = ("cupti_eager", "cupti_lazy", "cupti_kernel_only", "cupti_subscribe_only")
+#: The hook diagnostics measure, on the launch_metadata case, what any Python launch hook pays
+#: before doing its own work: Triton's hook chain with an empty hook, with a hook that only
+#: evaluates the metadata, and that hook under the CUPTI backend (lazy) -- the floor of ``hook="triton"``.
+HOOK_DIAGNOSTIC_IMPLS = ("hook_empty", "hook_metadata", "cupti_hook_metadata")
+DIAGNOSTIC_IMPLS = ("cupti_eager", "cupti_lazy", "cupti_kernel_only", "cupti_subscribe_only") + HOOK_DIAGNOSTIC_IMPLS
+HOOK_CASE = 'hook="triton", launch_metadata'
 CASES = {
     "triton launch, one scope": dict(kernel="triton"),
     "torch x.add_(1), one scope": dict(kernel="torch"),
@@ -115,7 +120,9 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
     elif impl in DIAGNOSTIC_IMPLS:
         sys.path.insert(0, ROOT)
     tmp = tempfile.mkdtemp()
-    if impl == "torch.profiler" or impl in DIAGNOSTIC_IMPLS:
+    if impl in HOOK_DIAGNOSTIC_IMPLS:
+        cases = tuple(c for c in (HOOK_CASE,) if c in CASES)
+    elif impl == "torch.profiler" or impl in DIAGNOSTIC_IMPLS:
         cases = tuple(c for c in BASIC_CASES if c in CASES)
     else:
         cases = tuple(CASES)
@@ -170,6 +177,8 @@ def _diagnostic_backend(impl, delivered):
 
     def sink(batch):
         delivered[0] += len(batch)
+    if impl in HOOK_DIAGNOSTIC_IMPLS:
+        return _diagnostic_hook(impl, delivered)
     if impl == "cupti_subscribe_only":
         lib = load_cupti()
         handle, cb = ctypes.c_void_p(), CALLBACK_FUNC(lambda *a: None)
@@ -188,6 +197,22 @@ def _diagnostic_backend(impl, delivered):
         backend._enable_activity = kernel_only
     backend.start(sink, "")
     return backend
+
+
+def _diagnostic_hook(impl, delivered):
+    """Install the diagnostic launch hook ``impl`` in Triton's chain (with CUPTI for cupti_*)."""
+    import triton
+    chain = triton.knobs.runtime.launch_enter_hook
+    fn = (lambda md: None) if impl == "hook_empty" else (lambda md: md.get())
+    backend = _diagnostic_backend("cupti_lazy", delivered) if impl.startswith("cupti_") else None
+    chain.add(fn)
+
+    class Hooked:
+        def stop(self):
+            chain.remove(fn)
+            if backend is not None:
+                backend.stop()
+    return Hooked()
 
 
 def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton, launch_torch, rep):
@@ -241,7 +266,7 @@ def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton,
             t0 = time.perf_counter()
             backend.stop()
             out["finalize_s"] = time.perf_counter() - t0
-            if impl != "cupti_subscribe_only":
+            if impl not in ("cupti_subscribe_only", "hook_empty", "hook_metadata"):
                 out["kernels"], out["expected_kernels"] = delivered[0] - before, n + warm
     elif impl == "torch.profiler":
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
@@ -338,7 +363,10 @@ def summarize(collected):
         bare = med("bare", case, "us")
         proton_over = None
         for impl in IMPLS + DIAGNOSTIC_IMPLS:
-            if impl in ("torch.profiler",) + DIAGNOSTIC_IMPLS and case not in BASIC_CASES:
+            if impl in HOOK_DIAGNOSTIC_IMPLS:
+                if case != HOOK_CASE:
+                    continue
+            elif impl in ("torch.profiler",) + DIAGNOSTIC_IMPLS and case not in BASIC_CASES:
                 continue
             us = med(impl, case, "us")
             if us is None:

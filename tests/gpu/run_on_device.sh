@@ -3,7 +3,7 @@
 # Usage on the device machine, from the repository root:
 #   bash tests/gpu/run_on_device.sh [ROUNDS]
 # env: GPU_TESTS, GPU_TESTS_TIMEOUT, SKIP_PROFILE, IMPLS, REPS, BENCH_ARGS, BENCH_TIMEOUT,
-#      DIAG_IMPLS, DIAG_ROUNDS, DIAG_TIMEOUT
+#      DIAG_IMPLS, DIAG_CASES, DIAG_ROUNDS, DIAG_TIMEOUT
 # Everything it writes goes to $OUT (at most 8 files).
 set -u
 export PYTHONUNBUFFERED=1
@@ -27,7 +27,7 @@ timeout ${BENCH_TIMEOUT:-300} python3 bench/overhead.py --rounds "$ROUNDS" --rep
 echo "bench rc=$?" >> "$OUT/bench.log"
 if [ -n "${DIAG_IMPLS:-}" ]; then
   timeout ${DIAG_TIMEOUT:-120} python3 bench/overhead.py --rounds "${DIAG_ROUNDS:-$ROUNDS}" --reps ${REPS:-2} \
-    --impls "$DIAG_IMPLS" ${BENCH_ARGS:-} --cases "one scope" --json "$OUT/overhead-diag-h200.json" >> "$OUT/bench.txt" 2>> "$OUT/bench.log"
+    --impls "$DIAG_IMPLS" ${BENCH_ARGS:-} --cases "${DIAG_CASES:-one scope}" --json "$OUT/overhead-diag-h200.json" >> "$OUT/bench.txt" 2>> "$OUT/bench.log"
   echo "diag rc=$?" >> "$OUT/bench.log"
 fi
 tail -n 30 "$OUT/gpu_tests.txt"; head -n 12 "$OUT/profile_hook.txt" 2>/dev/null; cat "$OUT/bench.txt"; tail -n 5 "$OUT/bench.log"
