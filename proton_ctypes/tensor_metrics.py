@@ -19,8 +19,10 @@ import threading
 
 import numpy as np
 
-from . import recording
+from . import cuda_driver, recording
+from .cuda_driver import CudaError
 from .events import G
+from .metric_launch import DirectLauncher
 from .tree import metrics as tmetrics
 
 _seq = itertools.count(1)
@@ -139,24 +141,50 @@ def _compiled_for(ring, value, is_float):
 
 
 def _raw_stream(device):
+    """The raw handle of the current CUDA stream of ``device``; None off CUDA."""
+    if device.type != "cuda":
+        return None
     import torch
-    return torch._C._cuda_getCurrentRawStream(device.index if device.index is not None
-                                               else torch.cuda.current_device())
+    try:
+        return torch._C._cuda_getCurrentRawStream(device.index if device.index is not None
+                                                   else torch.cuda.current_device())
+    except (AttributeError, RuntimeError):
+        return None
 
 
-def _launch(ring, seq, tm, is_float):
+#: (compiled kernel, ring) -> its DirectLauncher, or False when Triton's launcher must do it
+_launchers: dict = {}
+
+
+def _direct_for(ck, ring):
+    key = (ck, ring)
+    d = _launchers.get(key)
+    if d is None:
+        d = _launchers[key] = DirectLauncher.create(cuda_driver.driver(), ck, ring.buf.data_ptr(),
+                                                    ring.offset.data_ptr(), ring.size) or False
+    return d
+
+
+def _launch(ring, seq, tm, is_float, stream):
     value = tm.value
     if value.dim() != 1:
         value = value.reshape(-1)
     ck = _compiled_for(ring, value, is_float)
     if ck:
-        args = (ring.buf, ring.offset, ring.size, seq, value, tm.numel, is_float, 128)
-        if _direct[0]:
+        direct = _direct_for(ck, ring) if stream is not None else False
+        if direct:
             try:
-                # straight into the launcher: no stream lookup, no launch hooks (Proton's
-                # metric kernels are launched from C++ and never reach the hooks either)
-                ck.run(1, 1, 1, _raw_stream(value.device), ck.function, ck.packed_metadata, None, None, None,
-                       *args)
+                # one cuLaunchKernel, as Proton launches its metric kernels from C++ (and, like
+                # those, never through Triton's launch hooks)
+                direct.launch(stream, seq, value.data_ptr(), tm.numel)
+                return
+            except CudaError:
+                _launchers[(ck, ring)] = False  # e.g. no current context on this thread
+        args = (ring.buf, ring.offset, ring.size, seq, value, tm.numel, is_float, 128)
+        if _direct[0] and stream is not None:
+            try:
+                # straight into Triton's launcher: no stream lookup, no launch hooks
+                ck.run(1, 1, 1, stream, ck.function, ck.packed_metadata, None, None, None, *args)
                 return
             except (TypeError, AttributeError):
                 _direct[0] = False
@@ -170,7 +198,14 @@ def _launch(ring, seq, tm, is_float):
                        BLOCK=128, num_warps=1)
 
 
-def _capturing() -> bool:
+def _capturing(stream) -> bool:
+    """Whether the current stream (``stream``, raw, or None off the GPU) is being captured."""
+    drv = cuda_driver.driver() if stream is not None else None
+    if drv is not None:
+        try:
+            return drv.is_capturing(stream)
+        except CudaError:
+            pass
     try:
         import torch
         return bool(torch.cuda.is_current_stream_capturing())
@@ -194,9 +229,11 @@ def add_tensor_metrics(ctx, sid, targets, tensor: dict) -> None:
         for s, node in pairs:
             tmetrics.add(s.current.flex.setdefault(node, {}), [(stored, pty, vt, zero)])
         seq = next(_seq)
+        device = tm.value.device
+        stream = _raw_stream(device)
         registry[seq] = (is_float, tm.numel, [(s.id, s.phase, node, key) for s, node in pairs], tm,
-                         _capturing())
-        _launch(_ring_for(tm.value.device), seq, tm, is_float)
+                         _capturing(stream))
+        _launch(_ring_for(device), seq, tm, is_float, stream)
 
 
 def _apply(records) -> None:

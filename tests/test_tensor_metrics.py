@@ -49,7 +49,7 @@ class FakeDev:  # a CPU tensor that claims to live on a device, for the interpre
     def __getattr__(self, k): return getattr(self.t, k)
     @property
     def device(self):
-        class D: type = "cuda"
+        class D: type, index = "cuda", 0
         return D()
     def double(self): return FakeDev(self.t.double())
     def long(self): return FakeDev(self.t.long())
@@ -58,9 +58,9 @@ class FakeDev:  # a CPU tensor that claims to live on a device, for the interpre
     def data_ptr(self): return self.t.data_ptr()
 
 _orig = tm._launch
-def launch(ring, seq, metric, is_float):
+def launch(ring, seq, metric, is_float, stream):
     metric.value = metric.value.t if isinstance(metric.value, FakeDev) else metric.value
-    _orig(ring, seq, metric, is_float)
+    _orig(ring, seq, metric, is_float, None)
 tm._launch = launch
 tm._ring_for = lambda device: tm._rings.setdefault("cpu", tm.Ring("cpu"))
 
