@@ -48,7 +48,9 @@ def test_a_value_changing_type_after_the_first_launches_is_checked_like_the_firs
             launch(mock, "k", {"name": "k_op", "a": 1, "c": 2, "z": 3})
         with pytest.raises(ValueError, match=r"mismatch for valueId 0 \(c\): current=int64_t, new=double"):
             launch(mock, "k", {"name": "k_op", "a": 1, "c": 2.5, "z": 3})
+        mock.launch("plain")
     proton.finalize()
+    assert find(read_tree("chg.hatchet")[0], "s", "plain")["metrics"]["count"] == 1
     metrics = find(read_tree("chg.hatchet")[0], "s", "k_op")["metrics"]
     assert (metrics["a"], metrics["c"], metrics["z"]) == (4, 6, 9)   # keys before "c" applied, after not
 
@@ -66,12 +68,14 @@ def test_launches_after_a_failing_launch_are_still_recorded(mock):
         with pytest.raises(KeyError):
             launch(mock, "k", boom)
         launch(mock, "k", {"name": "k_op", "c": 1})
+        mock.launch("plain")
     proton.finalize()
     root, _ = read_tree("after.hatchet")
+    assert find(root, "s", "plain")["metrics"]["count"] == 1  # not under the metadata state
     assert find(root, "s", "k_op")["metrics"]["c"] == 2
     assert find(root, "s", "k_op")["metrics"]["count"] == 2
     # an exception from the enter hook stops the launch itself: the failed launches have no kernel
-    assert [c["frame"]["name"] for c in find(root, "s")["children"]] == ["k_op"]
+    assert [c["frame"]["name"] for c in find(root, "s")["children"]] == ["k_op", "plain"]
 
 
 def test_a_key_becoming_numeric_on_a_later_launch_becomes_a_metric(mock):

@@ -162,7 +162,12 @@ class LaunchHook(Hook):
         else:
             plan = None
         if plan is None:
-            if not self._add_unplanned(v, node, lazy):
+            try:
+                planned = self._add_unplanned(v, node, lazy)
+            except BaseException:
+                _log_context(log, v)  # a type mismatch: no op opened, the scope is the context again
+                raise
+            if not planned:
                 _log_context(log, v)  # a tensor or another number type: the general path
                 self._enter_general(ctx, metadata, raw_name, md_state)
                 return
