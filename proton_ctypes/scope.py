@@ -20,6 +20,7 @@ from . import recording
 from .events import _tls, thread_ctx
 from .flags import flags
 from .metric import transform_tensor_metrics
+from .tensor_metrics import add_tensor_metrics
 from .tree import callpath
 from .tree import metrics as _tmetrics
 from .tree.metrics import _add_new, add_plain, add_scalar
@@ -46,7 +47,6 @@ def _add_scope_metrics(ctx, sid, targets, metrics) -> None:
         if scalar:
             recording.add_metrics(ctx, sid, targets, scalar)
         if tensor:
-            from .tensor_metrics import add_tensor_metrics
             # as in Proton, the metric kernels run inside metadata_state(): their kernel
             # records land under __proton_launch_metadata, which the viewer hides
             recording.set_state(ctx, "__proton_launch_metadata")

@@ -167,19 +167,22 @@ def _direct_for(ck, ring):
 
 def _launch(ring, seq, tm, is_float, stream):
     value = tm.value
-    if value.dim() != 1:
-        value = value.reshape(-1)
-    ck = _compiled_for(ring, value, is_float)
+    ck = _compiled.get((value.dtype, is_float))
+    if ck is None:
+        ck = _compiled_for(ring, value.reshape(-1), is_float)
     if ck:
         direct = _direct_for(ck, ring) if stream is not None else False
         if direct:
             try:
                 # one cuLaunchKernel, as Proton launches its metric kernels from C++ (and, like
-                # those, never through Triton's launch hooks)
-                direct.launch(stream, seq, value.data_ptr(), tm.numel)
+                # those, never through Triton's launch hooks); a 0-d tensor needs no reshape
+                direct.launch(stream, seq, tm.ptr, tm.numel)
                 return
             except CudaError:
                 _launchers[(ck, ring)] = False  # e.g. no current context on this thread
+    if value.dim() != 1:
+        value = value.reshape(-1)
+    if ck:
         args = (ring.buf, ring.offset, ring.size, seq, value, tm.numel, is_float, 128)
         if _direct[0] and stream is not None:
             try:
@@ -231,8 +234,12 @@ def add_tensor_metrics(ctx, sid, targets, tensor: dict) -> None:
         seq = next(_seq)
         device = tm.value.device
         stream = _raw_stream(device)
-        registry[seq] = (is_float, tm.numel, [(s.id, s.phase, node, key) for s, node in pairs], tm,
-                         _capturing(stream))
+        if len(pairs) == 1:
+            s, node = pairs[0]
+            dests = [(s.id, s.phase, node, key)]
+        else:
+            dests = [(s.id, s.phase, node, key) for s, node in pairs]
+        registry[seq] = (is_float, tm.numel, dests, tm, _capturing(stream))
         _launch(_ring_for(device), seq, tm, is_float, stream)
 
 

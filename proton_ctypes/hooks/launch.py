@@ -19,6 +19,7 @@ from ..events import G, _tls, resync, thread_ctx
 from ..tree import callpath
 from ..recording import set_state as _set_state
 from ..metric import set_metric_kernels, transform_tensor_metrics
+from ..tensor_metrics import add_tensor_metrics
 from ..tree.metrics import add_one, add_plain, plan_plain
 from ..state import get_metadata_state_name as metadata_state_name
 from .hook import Hook
@@ -242,7 +243,6 @@ class LaunchHook(Hook):
             if plain:
                 recording.add_metrics(ctx, sid, targets, plain)
             if tensor:
-                from ..tensor_metrics import add_tensor_metrics
                 _set_state(ctx, md_state)
                 try:
                     add_tensor_metrics(ctx, sid, targets, tensor)
