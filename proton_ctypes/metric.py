@@ -85,7 +85,10 @@ def transform_tensor_metrics(metrics: dict[str, Any]) -> tuple[dict[str, Any], d
         if type(value) in _SCALAR_TYPES:
             scalar_metrics[key] = value
         elif hasattr(value, "data_ptr"):
-            if value.device.type == "cpu":
+            on_cpu = getattr(value, "is_cpu", None)  # torch's flag: cheaper than device.type
+            if on_cpu is None:
+                on_cpu = value.device.type == "cpu"
+            if on_cpu:
                 scalar_metrics[key] = _host_value(key, value)
             else:
                 tensor_metrics[key] = _device_value(key, value)
