@@ -15,6 +15,7 @@ the caller keeps Triton's launcher.
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Optional
 
 from .cuda_driver import CudaDriver
@@ -48,6 +49,9 @@ class DirectLauncher:
         self.array = (ctypes.c_void_p * len(params))(*[ctypes.addressof(p) for p in params])
         self.launch_fn = drv.lib.cuLaunchKernel
         self.seq, self.value, self.count = params[3], params[4], params[5]
+        #: the parameter block is shared: one launch at a time writes and launches it
+        #: (ctypes releases the GIL during the call, while the driver reads the block)
+        self.lock = threading.Lock()
 
     @classmethod
     def create(cls, drv: Optional[CudaDriver], ck, ring_ptr: int, offset_ptr: int, ring_size: int):
@@ -73,9 +77,10 @@ class DirectLauncher:
 
     def launch(self, stream: int, seq: int, value_ptr: int, count: int) -> None:
         """Launch one record write on ``stream``; raises CudaError on failure."""
-        self.seq.value = seq
-        self.value.value = value_ptr
-        self.count.value = count
-        rc = self.launch_fn(self.function, 1, 1, 1, self.block_x, 1, 1, self.shared, stream, self.array, None)
+        with self.lock:
+            self.seq.value = seq
+            self.value.value = value_ptr
+            self.count.value = count
+            rc = self.launch_fn(self.function, 1, 1, 1, self.block_x, 1, 1, self.shared, stream, self.array, None)
         if rc:
             self.drv.check("cuLaunchKernel", rc)

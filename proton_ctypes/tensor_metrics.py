@@ -119,8 +119,8 @@ def _ring_for(device):
 
 #: (value dtype, is_float) -> compiled kernel, launched directly (no JIT dispatch per metric)
 _compiled: dict = {}
-#: launch the compiled kernel through its launcher (``run``) rather than ``kernel[grid]``
-_direct = [True]
+#: launch the compiled kernel through Triton's launcher (``run``) rather than ``kernel[grid]``
+_triton_run_ok = [True]
 #: name of our kernel, which the launch hook ignores
 KERNEL_NAME = "write_metric_record"
 
@@ -184,13 +184,13 @@ def _launch(ring, seq, tm, is_float, stream):
         value = value.reshape(-1)
     if ck:
         args = (ring.buf, ring.offset, ring.size, seq, value, tm.numel, is_float, 128)
-        if _direct[0] and stream is not None:
+        if _triton_run_ok[0] and stream is not None:
             try:
                 # straight into Triton's launcher: no stream lookup, no launch hooks
                 ck.run(1, 1, 1, stream, ck.function, ck.packed_metadata, None, None, None, *args)
                 return
             except (TypeError, AttributeError):
-                _direct[0] = False
+                _triton_run_ok[0] = False
         try:
             # triton's launcher takes every argument of the signature, constexprs included
             ck[(1, 1, 1)](*args)

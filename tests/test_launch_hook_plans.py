@@ -173,3 +173,11 @@ def test_a_session_activated_again_after_every_hook_went_inactive_gets_its_hook_
     launch(mock, "k", {"name": "k_op", "c": 1})
     proton.finalize(s)
     assert find(read_tree("back_s.hatchet")[0], "k_op")["metrics"]["c"] == 1
+
+
+def test_metadata_with_keys_of_several_types_is_recorded_twice_alike(mock):
+    proton.start("mixed", backend="mock", hook="triton")
+    for _ in range(2):
+        launch(mock, "k", {"name": "k_op", 7: "seven", "c": 1})
+    proton.finalize()
+    assert find(read_tree("mixed.hatchet")[0], "k_op")["metrics"]["c"] == 2

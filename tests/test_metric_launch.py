@@ -100,3 +100,27 @@ def test_every_declared_function_has_a_prototype_matching_cuda_h():
                                            "cuGetErrorString"}
     restype, argtypes = cuda_driver.PROTOTYPES["cuLaunchKernel"]
     assert restype is ctypes.c_int and len(argtypes) == 11
+
+
+def test_launches_from_several_threads_keep_their_own_parameters():
+    import threading
+    import time
+
+    class Yielding(FakeDriver):
+        def cuLaunchKernel(self, *args):
+            time.sleep(1e-4)  # the real call releases the GIL while the driver reads the block
+            return super().cuLaunchKernel(*args)
+    fake = Yielding()
+    d = DirectLauncher.create(CudaDriver(fake), compiled(), 1, 2, 3)
+
+    def worker(base):
+        for i in range(50):
+            d.launch(0, base + i, 10 * (base + i), 1)
+    threads = [threading.Thread(target=worker, args=(k * 1000,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(fake.launches) == 200
+    assert sorted(x["params"][3] for x in fake.launches) == [k * 1000 + i for k in range(4) for i in range(50)]
+    assert all(x["params"][4] == 10 * x["params"][3] for x in fake.launches)

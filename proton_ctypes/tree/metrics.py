@@ -289,7 +289,6 @@ def _add_new(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None
         cur[2] += val
 
 
-
 def plan_plain(flexes, node: int, data: dict, skip) -> tuple:
     """A reusable plan for adding launch metadata shaped like ``data`` to ``node``.
 
@@ -306,11 +305,10 @@ def plan_plain(flexes, node: int, data: dict, skip) -> tuple:
     :func:`add_plain` reports).  None if a metric key is not a ``str``.
     """
     entries, wide = [], []
-    for k in sorted(data):
+    metric_keys = [k for k, val in data.items() if k not in skip and type(val) in (int, float)]
+    for k in sorted(metric_keys):   # the keys add_plain sorted: comparable
         val = data[k]
         t = type(val)
-        if k in skip or (t is not int and t is not float):
-            continue
         info = _plain_info.get(k) or _info(k)
         if info is None:
             return None
