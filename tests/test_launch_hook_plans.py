@@ -181,3 +181,21 @@ def test_metadata_with_keys_of_several_types_is_recorded_twice_alike(mock):
         launch(mock, "k", {"name": "k_op", 7: "seven", "c": 1})
     proton.finalize()
     assert find(read_tree("mixed.hatchet")[0], "k_op")["metrics"]["c"] == 2
+
+
+def test_a_launch_that_raised_before_its_exit_hook_does_not_stop_later_launches(mock):
+    # Triton calls no exit hook when the launch itself raises; Proton then ignores every
+    # later launch of the thread
+    proton.start("noexit", backend="mock", hook="triton")
+    with proton.scope("s"):
+        md = LazyDict({"name": "k", "function": 0, "stream": 0})
+        md.add(lambda: {"name": "failed_op", "c": 1}, ())
+        knobs.runtime.launch_enter_hook(md)          # the launch raises here: no exit hook
+        for _ in range(2):
+            launch(mock, "k", {"name": "k_op", "c": 1})
+        mock.launch("plain")
+    proton.finalize()
+    root, _ = read_tree("noexit.hatchet")
+    assert find(root, "s", "k_op")["metrics"]["count"] == 2
+    assert find(root, "s", "plain")["metrics"]["count"] == 1
+    assert find(root, "s", "failed_op")["metrics"]["c"] == 1

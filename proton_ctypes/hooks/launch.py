@@ -22,7 +22,7 @@ from ..metric import set_metric_kernels, transform_tensor_metrics
 from ..tensor_metrics import add_tensor_metrics
 from ..tree.metrics import add_one, add_plain, plan_plain
 from ..state import get_metadata_state_name as metadata_state_name
-from .hook import Hook
+from .hook import Hook, HookManager
 
 #: values of ``ThreadCtx.launch`` besides None (outside a launch) and the view of an op
 #: opened by the fast path: the hook is evaluating metadata; an op of the general path is open
@@ -106,7 +106,13 @@ class LaunchHook(Hook):
         except AttributeError:
             ctx = thread_ctx()
         if ctx.launch is not None:
-            return  # a launch inside launch_metadata, or a nested launch
+            if ctx.launch is _IN_HOOK or len(HookManager.active_hooks) > 1:
+                return  # launched by launch_metadata, or by another hook inside this launch
+            # an op still open while this hook is the only one: the last launch raised
+            # before Triton called the exit hook (no Python runs between a launch's two
+            # hooks); close it, or every later launch of this thread would be lost, as it
+            # is in Proton
+            self.exit(metadata)
         raw_name = metadata.data.get("name")
         seen = self._seen.get(raw_name)
         if seen is None:
