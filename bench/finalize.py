@@ -11,21 +11,16 @@ CPU, so its figure is the H200 reference.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from cpu_common import proton_ctypes_with_mock, write_results
 
-import proton_ctypes as proton  # noqa: E402
+proton = proton_ctypes_with_mock()
 from proton_ctypes.backends import select  # noqa: E402
-from proton_ctypes.backends.mock import MockBackend  # noqa: E402
 
-select.register("mock", MockBackend)
 PROTON_H200 = {"tree": 0.017, "trace": 0.19}
 
 
@@ -59,10 +54,7 @@ def main():
                      "ratio_to_proton": round(ratio, 3)})
         rows.append({"case": case, "impl": "proton", "finalize_s": PROTON_H200[data]})
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"machine": platform.node() or "cpu", "date": time.strftime("%Y-%m-%d"),
-                       "command": "python " + " ".join(sys.argv), "rows": rows}, f, indent=1)
-
+        write_results(a.json, rows)
 
 if __name__ == "__main__":
     main()

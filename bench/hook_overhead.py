@@ -16,28 +16,17 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+from cpu_common import profilers, write_results
 
-from oracle.real_proton import load  # noqa: E402
-
-real = load()
-import proton_ctypes as ours  # noqa: E402
-from proton_ctypes.backends import select  # noqa: E402
-from proton_ctypes.backends.mock import MockBackend  # noqa: E402
+real, ours = profilers()
 from triton import knobs  # noqa: E402
 from triton.compiler.compiler import LazyDict  # noqa: E402
 
-select.register("mock", MockBackend)
 IMPLS = ("bare", "metadata only", "proton", "proton_ctypes", "proton_ctypes+log")
 #: the results file's ``impl`` field of each implementation (the rest goes into ``case``)
 IMPL_FIELD = {"bare": "bare", "metadata only": "bare", "proton": "proton", "proton_ctypes": "proton_ctypes",
@@ -126,11 +115,7 @@ def main():
             print(f"{'hook, ' + case:30s} {impl:18s} {row['us_per_op']:7.3f} "
                   f"{row.get('overhead_us', 0):+9.3f} {row.get('ratio_to_proton', float('nan')):9.2f}")
     if a.json:
-        doc = {"machine": platform.node() or "cpu", "date": time.strftime("%Y-%m-%d"),
-               "command": "python " + " ".join(sys.argv), "rows": rows}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
-
+        write_results(a.json, rows)
 
 if __name__ == "__main__":
     main()

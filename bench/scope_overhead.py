@@ -13,27 +13,14 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+from cpu_common import profilers, write_results
 
-from oracle.real_proton import load  # noqa: E402
-
-real = load()
-import proton_ctypes as ours  # noqa: E402
-from proton_ctypes.backends import select  # noqa: E402
-from proton_ctypes.backends.mock import MockBackend  # noqa: E402
-
-select.register("mock", MockBackend)
-
+real, ours = profilers()
 
 def case_scope(p, n):
     scope = p.scope
@@ -123,11 +110,7 @@ def main():
                              "impl": "proton_ctypes" if i.startswith("proton_ctypes") else i,
                              "us_per_op": round(med[i], 4), "ratio_to_proton": round(ratio[i], 3)})
     if a.json:
-        doc = {"machine": platform.node() or "cpu", "date": time.strftime("%Y-%m-%d"),
-               "command": "python " + " ".join(sys.argv), "rows": rows}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
-
+        write_results(a.json, rows)
 
 if __name__ == "__main__":
     main()
