@@ -122,6 +122,12 @@ def normalize_all(metrics: dict) -> list:
     return [normalize(k, metrics[k]) for k in sorted(metrics, key=_sort_key)]
 
 
+def _type_mismatch(stored: str, current: int, new: int) -> ValueError:
+    """Proton's error for a value whose type differs from the one stored under ``stored``."""
+    return ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
+                      f"current={TYPE_NAMES[current]}, new={TYPE_NAMES[new]}")
+
+
 def _sort_key(k):
     if type(k) is not str:
         raise _bad()
@@ -140,8 +146,7 @@ def add(node_metrics: dict, items: list) -> None:
             node_metrics[stored] = [pty, vt, list(val) if vt >= VINT else val]
             continue
         if cur[1] != vt:
-            raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
-                             f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
+            raise _type_mismatch(stored, cur[1], vt)
         if cur[0] == PTY:
             cur[2] = list(val) if vt >= VINT else val
         elif vt >= VINT:
@@ -183,9 +188,6 @@ def add_plain(flex: dict, node: int, metrics: dict) -> None:
 
 def add_one(flex: dict, node: int, k: str, val) -> None:
     """Fast path of :func:`add` for one ``int``/``float`` value under a ``str`` key."""
-    nm = flex.get(node)
-    if nm is None:
-        nm = flex[node] = {}
     r = _key_cache.get(k)
     if r is None:
         r = parse_key(k)
@@ -200,17 +202,7 @@ def add_one(flex: dict, node: int, k: str, val) -> None:
         vt, val = INT, int(val)
     else:
         vt = DOUBLE
-    stored = r[0]
-    cur = nm.get(stored)
-    if cur is None:
-        nm[stored] = [r[1], vt, val]
-    elif cur[1] != vt:
-        raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
-                         f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
-    elif cur[0] == PTY:
-        cur[2] = val
-    else:
-        cur[2] += val
+    _add_new(flex, node, r[0], r[1], vt, val)
 
 
 #: raw key -> (stored name, kind, roofline: 0 none, 1 ``flops*`` (double), 2 ``bytes`` (int))
@@ -273,7 +265,9 @@ def add_scalar(flexes, node: int, metrics: dict) -> bool:
 
 
 def _add_new(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None:
-    """:func:`add_scalar` for a flex where ``stored`` is new at ``node``, a property or a mismatch."""
+    """Add one normalised value to ``flex[node][stored]``: create it, overwrite a property,
+    sum, or raise Proton's type mismatch (the slow path of :func:`add_scalar` and
+    :func:`add_one`)."""
     nm = flex.get(node)
     if nm is None:
         nm = flex[node] = {}
@@ -281,8 +275,7 @@ def _add_new(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None
     if cur is None:
         nm[stored] = [pty, vt, val]
     elif cur[1] != vt:
-        raise ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
-                         f"current={TYPE_NAMES[cur[1]]}, new={TYPE_NAMES[vt]}")
+        raise _type_mismatch(stored, cur[1], vt)
     elif cur[0] == PTY:
         cur[2] = val
     else:
