@@ -657,28 +657,28 @@ def launch_hook_metrics_over_launches(proton, out, rec):
     proton.finalize()
 
 
-def launch_hook_type_mismatch(proton, out, rec):
-    # Proton records no launch after a failing one (proton_ctypes does: tests/test_launch_hook_plans.py)
+def _hook_launches_then_a_bad_one(proton, out, rec, name, good, bad):
+    """Two launches with metadata ``good``, then one with ``bad``; record its ValueError.
+
+    Proton records no launch after a failing one, so the scenario ends there (proton_ctypes
+    keeps recording: tests/test_launch_hook_plans.py)."""
     proton.hooks.LaunchHook().configure()
-    proton.start(out("hmm"), hook="triton")
+    proton.start(out(name), hook="triton")
     with proton.scope("s"):
         for _ in range(2):
-            _hook_launch(proton, "k", {"name": "k_op", "a": 1, "c": 2, "z": 3})
+            _hook_launch(proton, "k", good)
         try:
-            _hook_launch(proton, "k", {"name": "k_op", "a": 1, "c": 2.5, "z": 3})
+            _hook_launch(proton, "k", bad)
         except ValueError as e:
-            rec("mismatch", str(e))
+            rec("error", str(e))
     proton.finalize()
+
+
+def launch_hook_type_mismatch(proton, out, rec):
+    _hook_launches_then_a_bad_one(proton, out, rec, "hmm", {"name": "k_op", "a": 1, "c": 2, "z": 3},
+                                  {"name": "k_op", "a": 1, "c": 2.5, "z": 3})
 
 
 def launch_hook_int_beyond_int64(proton, out, rec):
-    proton.hooks.LaunchHook().configure()
-    proton.start(out("hmw"), hook="triton")
-    with proton.scope("s"):
-        for _ in range(2):
-            _hook_launch(proton, "k", {"name": "k_op", "a": 1, "c": 2})
-        try:
-            _hook_launch(proton, "k", {"name": "k_op", "a": 1, "c": 2 ** 70})
-        except ValueError as e:
-            rec("wide", str(e))
-    proton.finalize()
+    _hook_launches_then_a_bad_one(proton, out, rec, "hmw", {"name": "k_op", "a": 1, "c": 2},
+                                  {"name": "k_op", "a": 1, "c": 2 ** 70})

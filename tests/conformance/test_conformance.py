@@ -16,7 +16,8 @@ from . import scenarios
 from .normalize import compare_dirs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NAMES = [n for n, f in inspect.getmembers(scenarios, inspect.isfunction) if f.__module__ == scenarios.__name__]
+NAMES = [n for n, f in inspect.getmembers(scenarios, inspect.isfunction)
+         if f.__module__ == scenarios.__name__ and not n.startswith("_")]  # _name: a helper
 
 
 def _oracle_available():
