@@ -16,33 +16,20 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ORACLE_DIR = os.path.join(os.path.dirname(HERE), "..", "oracle")
-_STUBS = None
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))   # tests/, for the oracle recipe
+from oracle import real_proton  # noqa: E402
 
 
 def build_stubs() -> str:
-    """Build the CUDA stub (this folder) and the CUPTI stub (tests/oracle) once; return the folder."""
-    global _STUBS
-    if _STUBS:
-        return _STUBS
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise RuntimeError("no C compiler for the libproton oracle stubs")
-    d = tempfile.mkdtemp(prefix="proton-instr-oracle-")
-    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", os.path.join(d, "libcuda.so.1"),
-                    os.path.join(HERE, "libcuda_instr_stub.c")], check=True)
-    subprocess.run([cc, "-shared", "-fPIC", "-o", os.path.join(d, "libcupti.so"),
-                    os.path.join(os.path.abspath(ORACLE_DIR), "libcupti_stub.c")], check=True)
-    _STUBS = d
-    return d
+    """Build the CUDA stub of this folder (device pointers are host pointers) and the CUPTI
+    stub of tests/oracle once; return the folder."""
+    return real_proton.build_stubs(os.path.join(HERE, "libcuda_instr_stub.c"))
 
 
 def write_scenario(sc: dict, buffers: dict, folder: str) -> str:
@@ -83,26 +70,12 @@ def run_oracle(scenario_path: str, python: str = None):
 
 def fake_driver():
     """A Triton driver claiming an sm_90 device, with the device properties the hook reads."""
-    from triton.backends.compiler import GPUTarget
-
     class Utils:
         def get_device_properties(self, device):
             return {"max_shared_mem": 232448, "max_num_regs": 65536, "multiprocessor_count": 0, "warpSize": 32,
                     "sm_clock_rate": 0, "mem_clock_rate": 0, "mem_bus_width": 0}
 
-    class FakeDriver:
-        utils = Utils()
-
-        def get_current_target(self):
-            return GPUTarget("cuda", 90, 32)
-
-        def get_current_device(self):
-            return 0
-
-        def get_current_stream(self, device=None):
-            return 0
-
-    return FakeDriver()
+    return real_proton.sm90_driver(Utils())
 
 
 class _Launch:

@@ -11,7 +11,6 @@ Proton's hook calls them, then the session is finalized to ``<out_base>.hatchet`
 ``.chrome_trace``.  A libproton exception is written to ``<out_base>.error`` as
 ``Type: message``.  Works with triton 3.6 and 3.9 (whichever this interpreter imports).
 """
-import ctypes
 import json
 import os
 import sys
@@ -19,23 +18,11 @@ import sys
 
 def main():
     stub_dir, scenario_path, out_base = sys.argv[1:4]
-    os.environ["TRITON_CUPTI_LIB_PATH"] = stub_dir
-    ctypes.CDLL(os.path.join(stub_dir, "libcuda.so.1"), mode=ctypes.RTLD_GLOBAL)
+    # the oracle recipe of tests/oracle (runs under any triton this interpreter imports)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from oracle.real_proton import start_host_only
+    start_host_only(stub_dir)
     import numpy as np
-    import triton
-    from triton.backends.compiler import GPUTarget
-
-    class HostOnlyDriver:
-        def get_current_target(self):
-            return GPUTarget("cuda", 90, 32)
-
-        def get_current_device(self):
-            return 0
-
-        def get_current_stream(self, device=None):
-            return 0
-
-    triton.runtime.driver.set_active(HostOnlyDriver())
     from triton._C.libproton import proton as lp
 
     with open(scenario_path) as f:
