@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "data", "instrumentation"))
 def synthetic_buffer(mib: float, num_warps: int = 8, buf_size: int = 16384):
     """A buffer of about ``mib`` MiB: CTAs with 3 nested scopes in a loop filling each segment."""
     import numpy as np
-    from proton_ctypes.instrumentation.layout import build_block, build_buffer, scratch_size
+    from proton_ctypes.backends.instrumentation.layout import build_block, build_buffer, scratch_size
     scratch = scratch_size(num_warps, buf_size)
     nblocks = max(1, int(mib * 2 ** 20) // scratch)
     cap = buf_size // num_warps // 8
@@ -80,11 +80,11 @@ def bench_ours_cpu(arr, scratch, num_warps, names, parents, reps):
     import instr_scenarios as scenarios
     triton.runtime.driver.set_active(scenarios.fake_driver())
     import proton_ctypes as proton
-    from proton_ctypes.events import thread_ctx
-    from proton_ctypes.instrumentation.attribute import record_launch
-    from proton_ctypes.instrumentation.decode import decode
-    from proton_ctypes.instrumentation.metadata import make_info
-    from proton_ctypes.instrumentation.modes import interpret_mode
+    from proton_ctypes.core.events import thread_ctx
+    from proton_ctypes.core.instrumentation import record_launch
+    from proton_ctypes.backends.instrumentation.decode import decode
+    from proton_ctypes.backends.instrumentation.metadata import make_info
+    from proton_ctypes.backends.instrumentation.modes import interpret_mode
     info = make_info("kern", num_warps, scratch, names, parents)
     mode = interpret_mode(None)
     dec_t, full_t = [], []
@@ -134,7 +134,7 @@ print(json.dumps({"median_s": statistics.median(times)}))
 def bench_libproton_cpu(arr, scratch, num_warps, names, parents, reps, python=None):
     """Seconds of libproton's ``exit_instrumented_op`` on ``arr`` (copy = memcpy; parse; attribute)."""
     import instr_scenarios as scenarios
-    from proton_ctypes.instrumentation.modes import interpret_mode
+    from proton_ctypes.backends.instrumentation.modes import interpret_mode
     stub = scenarios.build_stubs()
     d = tempfile.mkdtemp()
     buf_path = os.path.join(d, "buf.bin")
@@ -169,7 +169,7 @@ def run_cpu(args):
                                                                     python=args.python36) / mib
         except Exception as e:  # pragma: no cover - optional
             out["libproton36_error"] = str(e)[-300:]
-    from proton_ctypes.instrumentation.decode import decode
+    from proton_ctypes.backends.instrumentation.decode import decode
     out["events"] = decode(arr, scratch, nw).num_events
     return {"decode_cpu": out}
 

@@ -171,9 +171,9 @@ def _bare_loop(spec, n, warm, torch, launch_triton, launch_torch) -> float:
 def _diagnostic_backend(impl, delivered):
     """Start the diagnostic CUPTI configuration ``impl`` (see DIAGNOSTIC_IMPLS); ``stop()`` ends it."""
     import ctypes
-    from proton_ctypes.backends import cupti_layout as L
+    from proton_ctypes.backends.nvidia import layout as L
     from proton_ctypes.backends.cupti import CuptiBackend
-    from proton_ctypes.backends.cupti_lib import CALLBACK_FUNC, load_cupti
+    from proton_ctypes.backends.nvidia.lib import CALLBACK_FUNC, load_cupti
 
     def sink(batch):
         delivered[0] += len(batch)

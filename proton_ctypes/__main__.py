@@ -1,5 +1,5 @@
 """``python -m proton_ctypes``: the ``proton`` command."""
-from .cli import main
+from .proton import main
 
 if __name__ == "__main__":
     main()

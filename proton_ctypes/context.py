@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import events, manager
+from .core import events, manager
 from .flags import flags
 
 
@@ -26,7 +26,7 @@ def depth(session: Optional[int] = 0) -> Optional[int]:
         return len(st[0])
     starter = events.G.threads.get(s.starter_tid)
     if starter is not None and starter is not ctx:
-        got = events._stack_of(starter, s)
+        got = events.stack_of(starter, s)
         if got is not None:
             return len(got[0])
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from . import manager
+from .core import manager
 from .flags import flags
 
 
@@ -49,7 +49,7 @@ def advance_phase(session: Optional[int] = 0) -> Optional[int]:
     _guard(session, "advance phase")
     s = manager.get(session)
     p = s.advance_phase()
-    from . import events
+    from .core import events
     events.bump_epoch()
     return p
 
@@ -74,8 +74,8 @@ def clear(session: Optional[int] = 0, phase: int = 0, clear_up_to_phase: bool = 
         if p == phase or (clear_up_to_phase and p <= phase):
             del s.phases[p]
     if s.phase not in s.phases:
-        from .session import PhaseData
-        from . import events
+        from .core.session import PhaseData
+        from .core import events
         fresh = s.cur = s.phases[s.phase] = PhaseData()
         fresh.cleared = True
         events.bump_epoch()

@@ -4,11 +4,11 @@ from __future__ import annotations
 import functools
 from typing import Optional, Union
 
-from . import knobs, manager, naming
+from .core import knobs, manager, naming
 from .backends import select
 from .flags import flags
 from .hooks.hook import Hook, HookManager
-from .mode import BaseMode
+from .backends.mode_types import BaseMode
 
 DEFAULT_PROFILE_NAME = "proton"
 
@@ -70,7 +70,7 @@ def start(
     mode_str = _mode_str(backend, mode)
     _check_env(backend)
     if backend == "instrumentation":
-        from .instrumentation.backend import ensure_registered
+        from .backends.instrumentation.backend import ensure_registered
         ensure_registered()
     session = manager.create(name, context, data, backend, mode_str)
     knobs.export_defaults(backend)

@@ -10,7 +10,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import started_backend  # noqa: E402
 
-from proton_ctypes.backends.cupti_buffers import BufferPool  # noqa: E402
+from proton_ctypes.backends.nvidia.buffers import BufferPool  # noqa: E402
 
 MIB = 1 << 20
 

@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, started_backend  # noqa: E402
 
-from proton_ctypes.backends import cupti_lib  # noqa: E402
+from proton_ctypes.backends.nvidia import lib as cupti_lib  # noqa: E402
 
 
 def test_small_offset_keeps_timestamp_attribution_and_times_are_corrected():

@@ -6,7 +6,7 @@ import types
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, FakeDriver  # noqa: E402
 
-from proton_ctypes.backends import cupti_device  # noqa: E402
+from proton_ctypes.backends.nvidia import device as cupti_device  # noqa: E402
 from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 
 H200 = {"arch": "90", "bus_width": 6016, "clock_rate": 1980000, "memory_clock_rate": 3201000, "num_sms": 132}

@@ -7,7 +7,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, FakeDriver  # noqa: E402
 
-from proton_ctypes.backends import cupti_lib  # noqa: E402
+from proton_ctypes.backends.nvidia import lib as cupti_lib  # noqa: E402
 from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 
 

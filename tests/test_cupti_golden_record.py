@@ -3,8 +3,8 @@ import os
 
 import numpy as np
 
-from proton_ctypes.backends import cupti_layout as L
-from proton_ctypes.backends.cupti_parse import BufferParser
+from proton_ctypes.backends.nvidia import layout as L
+from proton_ctypes.backends.nvidia.parse import BufferParser
 
 RECORD = os.path.join(os.path.dirname(__file__), "data", "cupti13_kernel_record0.bin")
 

@@ -17,8 +17,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes import fake_cupti  # noqa: E402
 
-from proton_ctypes.backends import cupti_layout as L  # noqa: E402
-from proton_ctypes.backends import cupti_lib  # noqa: E402
+from proton_ctypes.backends.nvidia import layout as L  # noqa: E402
+from proton_ctypes.backends.nvidia import lib as cupti_lib  # noqa: E402
 
 KERNEL_STRUCTS = ["CUpti_ActivityKernel5", "CUpti_ActivityKernel6", "CUpti_ActivityKernel7",
                   "CUpti_ActivityKernel8", "CUpti_ActivityKernel9"]

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import API_FORMAT, EXTCORR_FORMAT, KERNEL_FORMAT  # noqa: E402
 
-from proton_ctypes.backends.cupti_parse import BufferParser  # noqa: E402
+from proton_ctypes.backends.nvidia.parse import BufferParser  # noqa: E402
 
 T0 = time.time_ns()
 STRIDE = 216

@@ -9,9 +9,9 @@ from fakes.fake_cupti import FakeDriver
 from fakes.fake_cupti_pcsampling import FakeCuptiPC
 from proton_ctypes.backends import select
 from proton_ctypes.backends.cupti import CuptiBackend
-from proton_ctypes.backends.cupti_lib import CuptiError, load_cupti
-from proton_ctypes.backends.cupti_modes import parse_mode
-from proton_ctypes.backends.cupti_pcsampling import METRIC_NAMES, PCSampler
+from proton_ctypes.backends.nvidia.lib import CuptiError, load_cupti
+from proton_ctypes.backends.nvidia.modes import parse_mode
+from proton_ctypes.backends.nvidia.pcsampling import METRIC_NAMES, PCSampler
 
 PCS = [(16, [(1, 5), (2, 3), (3, 7)]),     # barrier 5, barrier_not_issued 3, long_scoreboard 7
        (32, [(5, 2), (6, 1)]),             # selected 2, math_pipe_throttle 1
@@ -103,8 +103,8 @@ def test_more_pcs_than_the_buffer_are_read_with_get_data(fake):
 
 
 def test_hook_triton_op_is_the_kernel_node(fake):
-    from proton_ctypes import recording
-    from proton_ctypes.events import thread_ctx
+    from proton_ctypes.core import recording
+    from proton_ctypes.core.events import thread_ctx
     proton.start("op", backend="cupti", mode="pcsampling")
     crc = fake.load_module()
     ctx = thread_ctx()

@@ -9,7 +9,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, started_backend  # noqa: E402
 
-from proton_ctypes.backends import cupti_layout  # noqa: E402
+from proton_ctypes.backends.nvidia import layout as cupti_layout  # noqa: E402
 
 
 @pytest.mark.parametrize("version,size", [(130001, 216), (26, 208), (12080, 208)])

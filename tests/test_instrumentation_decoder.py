@@ -1,6 +1,6 @@
 """The profile-buffer decoder against hand-built and random buffers (no GPU, no libproton).
 
-Layout and parser rules are those of :mod:`proton_ctypes.instrumentation.decode`; the
+Layout and parser rules are those of :mod:`proton_ctypes.backends.instrumentation.decode`; the
 random tests compare the numpy decoder with a line-by-line Python port of libproton's
 ``CircularLayoutParser`` (``reference_parse`` below).  The same rules are checked against
 the real libproton in ``test_instrumentation_oracle.py``.
@@ -11,9 +11,9 @@ import struct
 import numpy as np
 import pytest
 
-from proton_ctypes.instrumentation.decode import DecodeError, decode
-from proton_ctypes.instrumentation.layout import (build_block, build_buffer, encode_entry, host_buffer_bytes,
-                                                  scratch_size)
+from proton_ctypes.backends.instrumentation.decode import DecodeError, decode
+from proton_ctypes.backends.instrumentation.layout import (build_block, build_buffer, encode_entry,
+                                                           host_buffer_bytes, scratch_size)
 
 A = 1  # marks an async entry in build_block's tuples
 
@@ -247,8 +247,8 @@ def test_random_buffers_match_the_reference_parser(seed):
 
 # ----------------------------------------------------------------------------------- host buffer
 def test_host_buffer_header_matches_protons_layout():
-    from proton_ctypes.instrumentation.metadata import make_info
-    from proton_ctypes.instrumentation.modes import interpret_mode
+    from proton_ctypes.backends.instrumentation.metadata import make_info
+    from proton_ctypes.backends.instrumentation.modes import interpret_mode
     info = make_info("k", 4, 256, [], [], target={"backend": "cuda", "arch": 90, "warp_size": 32})
     raw = np.arange(512, dtype=np.uint8)
     out = host_buffer_bytes(info, raw, interpret_mode(None))

@@ -3,7 +3,7 @@
 Triton 3.9 is installed here and compiles for sm_90 without a GPU, so the real passes run:
 a fake active driver (``triton.runtime.driver.set_active``, as the project's oracle does)
 gives the target and the device properties the hook reads.  Launches are simulated by
-handing the hook a buffer built with :mod:`proton_ctypes.instrumentation.layout` as if the
+handing the hook a buffer built with :mod:`proton_ctypes.backends.instrumentation.layout` as if the
 allocator had produced it.
 """
 import json
@@ -24,9 +24,9 @@ import instr_scenarios as S  # noqa: E402
 from proton_ctypes.flags import flags  # noqa: E402
 from proton_ctypes.hooks.hook import HookManager  # noqa: E402
 from proton_ctypes.hooks.instrumentation import InstrumentationHook  # noqa: E402
-from proton_ctypes.instrumentation import passes  # noqa: E402
-from proton_ctypes.instrumentation.layout import build_block, build_buffer, scratch_size  # noqa: E402
-from proton_ctypes.instrumentation.metadata import KERNELS, make_info  # noqa: E402
+from proton_ctypes.backends.instrumentation import passes  # noqa: E402
+from proton_ctypes.backends.instrumentation.layout import build_block, build_buffer, scratch_size  # noqa: E402
+from proton_ctypes.backends.instrumentation.metadata import KERNELS, make_info  # noqa: E402
 
 HAS_REGISTRATION_API = passes._registration_api() is not None
 
@@ -125,7 +125,7 @@ def test_mode_errors_surface_from_start(fake_gpu):
 
 
 def test_backend_unknown_device_type():
-    from proton_ctypes.instrumentation.backend import InstrumentationBackend
+    from proton_ctypes.backends.instrumentation.backend import InstrumentationBackend
     with pytest.raises(RuntimeError, match=r"^\[PROTON\] Unknown device type: tpu$"):
         InstrumentationBackend().start(None, "tpu:default")
 
@@ -148,7 +148,7 @@ def test_legacy_registration_object_of_triton_36(fake_gpu, monkeypatch):
 
 
 def proton_mode(s):
-    from proton_ctypes.instrumentation.modes import interpret_mode
+    from proton_ctypes.backends.instrumentation.modes import interpret_mode
     return interpret_mode(s)
 
 

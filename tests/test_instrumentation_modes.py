@@ -12,8 +12,8 @@ import warnings
 import pytest
 
 from proton_ctypes import mode as modes
-from proton_ctypes.instrumentation.modes import (check_supported, interpret_mode, mode_options, sampling_uids,
-                                                 triton_enum)
+from proton_ctypes.backends.instrumentation.modes import (check_supported, interpret_mode, mode_options,
+                                                          sampling_uids, triton_enum)
 
 DEFAULT_STR = ("default:metric_type=METRIC_TYPE.CYCLE:sampling_strategy=SAMPLING_STRATEGY.NONE:sampling_options="
                ":granularity=GRANULARITY.WARP:buffer_strategy=BUFFER_STRATEGY.CIRCULAR:buffer_type=BUFFER_TYPE.SHARED"

@@ -30,8 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "data", "instrumentation"))
 
 import instr_scenarios as S  # noqa: E402
-from proton_ctypes.instrumentation.layout import build_block, build_buffer, scratch_size  # noqa: E402
-from proton_ctypes.instrumentation.modes import interpret_mode  # noqa: E402
+from proton_ctypes.backends.instrumentation.layout import build_block, build_buffer, scratch_size  # noqa: E402
+from proton_ctypes.backends.instrumentation.modes import interpret_mode  # noqa: E402
 
 A = 1
 N_RANDOM = int(os.environ.get("PROTON_CTYPES_ORACLE_SCENARIOS", "24"))

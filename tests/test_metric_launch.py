@@ -4,9 +4,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from proton_ctypes import cuda_driver
-from proton_ctypes.cuda_driver import CudaDriver, CudaError
-from proton_ctypes.metric_launch import DirectLauncher
+from proton_ctypes.backends.nvidia import driver as cuda_driver
+from proton_ctypes.backends.nvidia.driver import CudaDriver, CudaError
+from proton_ctypes.core.metric_launch import DirectLauncher
 
 #: the metric kernel as triton 3.6 compiles it: 6 parameters, then global and profile scratch
 LAYOUT = [(0, 8), (8, 8), (16, 4), (20, 4), (24, 8), (32, 4), (40, 8), (48, 8)]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fakes.fake_rocprofiler import HIP_OPS, FakeRocprofilerSdk, gpu_agent
-from proton_ctypes.backends import rocm_sdk_runtime
-from proton_ctypes.backends.rocm_sdk_api import HIP_LAUNCH_OPERATION_IDS_0_5
+from proton_ctypes.backends.amd import sdk_runtime as rocm_sdk_runtime
+from proton_ctypes.backends.amd.sdk_api import HIP_LAUNCH_OPERATION_IDS_0_5
 from proton_ctypes.backends.rocprof import RocprofilerBackend
 from proton_ctypes.tree import strings
 

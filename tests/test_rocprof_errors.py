@@ -7,8 +7,8 @@ import pathlib
 import pytest
 
 from fakes.fake_rocprofiler import FakeRocprofilerSdk
-from proton_ctypes.backends import rocm_lib, rocm_sdk_runtime
-from proton_ctypes.backends.rocm_sdk_api import RocprofilerError
+from proton_ctypes.backends.amd import lib as rocm_lib, sdk_runtime as rocm_sdk_runtime
+from proton_ctypes.backends.amd.sdk_api import RocprofilerError
 from proton_ctypes.backends.rocprof import RocprofilerBackend, load_rocprofiler
 
 HIP_MSG = ("Proton does not work when the environment variable HIP_VISIBLE_DEVICES is set on AMD GPUs. "

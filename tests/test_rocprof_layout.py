@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from fakes import fake_rocprofiler as fk
-from proton_ctypes.backends import rocm_sdk_api as api
-from proton_ctypes.backends import rocprof_layout as L
+from proton_ctypes.backends.amd import sdk_api as api
+from proton_ctypes.backends.amd import layout as L
 
 #: dtype field -> C member designator, per (dtype, C type)
 KD_MEMBERS = {"size": "size", "kind": "kind", "operation": "operation", "corr_internal": "correlation_id.internal",

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from proton_ctypes.backends import rocm_sdk_runtime
+from proton_ctypes.backends.amd import sdk_runtime as rocm_sdk_runtime
 from proton_ctypes.backends.rocprof import RocprofilerBackend
 from proton_ctypes.tree import strings
 

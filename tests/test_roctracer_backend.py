@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fakes.fake_roctracer import HIP_API_IDS, FakeHsa, FakeRoctracer
-from proton_ctypes.backends import rocm_lib
-from proton_ctypes.backends.rocm_tracer_api import RoctracerError
+from proton_ctypes.backends.amd import lib as rocm_lib
+from proton_ctypes.backends.amd.tracer_api import RoctracerError
 from proton_ctypes.backends.roctracer import RoctracerBackend, load_roctracer
 from proton_ctypes.tree import strings
 

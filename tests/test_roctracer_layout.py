@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from fakes import fake_roctracer as fk
-from proton_ctypes.backends import rocm_tracer_api as api
-from proton_ctypes.backends import rocprof_layout as L
+from proton_ctypes.backends.amd import tracer_api as api
+from proton_ctypes.backends.amd import layout as L
 
 RECORD_MEMBERS = {"domain": "domain", "kind": "kind", "op": "op", "correlation_id": "correlation_id",
                   "begin_ns": "begin_ns", "end_ns": "end_ns", "device_id": "device_id", "thread_id": "thread_id",

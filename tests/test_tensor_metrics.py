@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from proton_ctypes import tensor_metrics as tm
+from proton_ctypes.core import tensor_metrics as tm
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -112,8 +112,8 @@ def test_tensor_metric_type_is_checked_when_given():
     try:
         with proton.scope("m", {"v": 1}):
             pass
-        from proton_ctypes import recording
-        from proton_ctypes.events import thread_ctx
+        from proton_ctypes.core import recording
+        from proton_ctypes.core.events import thread_ctx
         ctx = thread_ctx()
         sid = proton.enter_scope("m")
         targets = [(v, v.top) for v in ctx.views]

@@ -27,15 +27,15 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
-from . import cupti_layout as L
-from .cupti_buffers import DEFAULT_BUFFER_BYTES, DEFAULT_MAX_BUFFERS, BufferPool
-from .cupti_callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub
-from .cupti_join import Joiner
-from .cupti_lib import (DRIVER_LAUNCH_CBIDS, EXTERNAL_CORRELATION_KIND_CUSTOM0, FLUSH_FORCED,
-                        GRAPH_LAUNCH_CBIDS, MAX_CBID, RUNTIME_LAUNCH_CBIDS, THREAD_ID_TYPE_SYSTEM,
-                        CuptiLib, load_cupti)
-from .cupti_modes import parse_mode, torch_profiler_active
-from .cupti_parse import BufferParser, concat_columns
+from .nvidia import layout as L
+from .nvidia.buffers import DEFAULT_BUFFER_BYTES, DEFAULT_MAX_BUFFERS, BufferPool
+from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub
+from .nvidia.join import Joiner
+from .nvidia.lib import (DRIVER_LAUNCH_CBIDS, EXTERNAL_CORRELATION_KIND_CUSTOM0, FLUSH_FORCED,
+                         GRAPH_LAUNCH_CBIDS, MAX_CBID, RUNTIME_LAUNCH_CBIDS, THREAD_ID_TYPE_SYSTEM, CuptiLib,
+                         load_cupti)
+from .nvidia.modes import parse_mode, torch_profiler_active
+from .nvidia.parse import BufferParser, concat_columns
 
 #: Largest |CUPTI clock - time.time_ns()| accepted for the timestamp join.
 MAX_CLOCK_OFFSET_NS = 50_000
@@ -83,7 +83,7 @@ class CuptiBackend:
         self._hub = None
         self._pc = None
         #: ``(sessions_active(backend), attribute_samples(backend, groups))`` for pcsampling,
-        #: given by the profiler before start (:mod:`proton_ctypes.pc_samples`)
+        #: given by the profiler before start (:mod:`proton_ctypes.core.pc_samples`)
         self.pc_attribution = None
         self._joiner = None
         self._parser = None
@@ -440,7 +440,7 @@ class CuptiBackend:
     # ------------------------------------------------------------------ helpers
     def _make_pc_sampler(self, lib: CuptiLib):
         """``mode="pcsampling"``: the PC sampler, feeding each launch's samples to the tree."""
-        from .cupti_pcsampling import PCSampler
+        from .nvidia.pcsampling import PCSampler
         if self.pc_attribution is None:
             raise RuntimeError("[PROTON] CuptiProfiler: pcsampling needs the profiler's sample attribution")
         sessions_active, attribute_samples = self.pc_attribution
@@ -451,7 +451,7 @@ class CuptiBackend:
 
     def _get_driver(self):
         if self._driver is None:
-            from .cupti_device import CudaDriver
+            from .nvidia.device import CudaDriver
             self._driver = CudaDriver()
         return self._driver
 

@@ -25,10 +25,10 @@ from typing import Callable, Iterable, Optional
 import numpy as np
 
 from ..tree import strings
-from . import rocm_devices, rocm_lib, rocm_parse
-from . import rocm_sdk_api as api
-from .rocm_sdk_runtime import SdkRuntime, runtime_for
-from .rocprof_layout import HIP_API_V0, HIP_API_V1, KERNEL_DISPATCH
+from .amd import devices as rocm_devices, lib as rocm_lib, parse as rocm_parse
+from .amd import sdk_api as api
+from .amd.sdk_runtime import SdkRuntime, runtime_for
+from .amd.layout import HIP_API_V0, HIP_API_V1, KERNEL_DISPATCH
 
 UNKNOWN_KERNEL = "<unknown>"
 MODES = ("pcsampling", "periodic_flushing")

@@ -28,10 +28,11 @@ from typing import Callable, Iterable, Optional
 import numpy as np
 
 from ..tree import strings
-from . import rocm_devices, rocm_hsa, rocm_lib, rocm_parse
-from . import rocm_tracer_api as rt_api
-from .rocprof_layout import (HIP_API_DATA_CORRELATION, HIP_API_DATA_PHASE, ROCTRACER_DOMAIN_HIP_API,
-                             ROCTRACER_DOMAIN_HIP_OPS, ROCTRACER_KIND_KERNEL, ROCTRACER_KIND_TASK, ROCTRACER_RECORD)
+from .amd import devices as rocm_devices, hsa as rocm_hsa, lib as rocm_lib, parse as rocm_parse
+from .amd import tracer_api as rt_api
+from .amd.layout import (HIP_API_DATA_CORRELATION, HIP_API_DATA_PHASE, ROCTRACER_DOMAIN_HIP_API,
+                         ROCTRACER_DOMAIN_HIP_OPS, ROCTRACER_KIND_KERNEL, ROCTRACER_KIND_TASK,
+                         ROCTRACER_RECORD)
 
 MODES = ("periodic_flushing",)
 UNKNOWN_KERNEL = "<unknown>"

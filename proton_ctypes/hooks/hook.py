@@ -13,6 +13,7 @@ call per launch and calls the same code.
 """
 from __future__ import annotations
 
+import os
 from abc import abstractmethod
 from collections import defaultdict
 from typing import Any, Dict, Optional
@@ -159,3 +160,13 @@ class HookManager:
                     hook.deactivate()
                     HookManager.active_hooks.remove(hook)
         HookManager._rewire()
+
+
+def _forget_after_fork() -> None:
+    """The child of a fork holds no session (see core.manager), so no hook either."""
+    HookManager.active_hooks.clear()
+    HookManager.session_hooks.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)

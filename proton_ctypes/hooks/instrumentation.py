@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from ..flags import flags
+from ..core.flags import flags
 from .hook import Hook
 
 
@@ -42,11 +42,11 @@ class InstrumentationHook(Hook):
     profile_buffer_alignment: int = 128
 
     def __init__(self, mode_obj=None):
-        from ..instrumentation.allocator import ProfileAllocator
-        from ..instrumentation.modes import interpret_mode
+        from ..backends.instrumentation.allocator import ProfileAllocator
+        from ..backends.instrumentation.modes import interpret_mode
         self.mode = interpret_mode(mode_obj)
         self.allocator = ProfileAllocator(self, self.profile_buffer_alignment, self.profile_buffer_size)
-        from ..instrumentation.metadata import KERNELS
+        from ..backends.instrumentation.metadata import KERNELS
         #: function handle -> KernelInfo of the loaded kernels (process-wide, as libproton's)
         self.kernels: Dict[Any, Any] = KERNELS
         self.metadata_path: Dict[Any, Optional[str]] = {}
@@ -76,8 +76,8 @@ class InstrumentationHook(Hook):
             raise RuntimeError("Only one instance of the instrumentation hook can be active at a time.")
         import triton
         from triton.runtime._allocation import set_profile_allocator
-        from ..instrumentation import passes
-        from ..instrumentation.modes import check_supported
+        from ..backends.instrumentation import passes
+        from ..backends.instrumentation.modes import check_supported
 
         device = triton.runtime.driver.active.get_current_device()
         backend_name = passes.backend_name()
@@ -117,8 +117,8 @@ class InstrumentationHook(Hook):
         """
         if not function:
             return
-        from ..instrumentation.metadata import from_metadata_group
-        from ..instrumentation.passes import backend_name
+        from ..backends.instrumentation.metadata import from_metadata_group
+        from ..backends.instrumentation.passes import backend_name
         backend = self._instrumentation_backend or backend_name()
         try:
             info = from_metadata_group(name, metadata_group, backend)
@@ -151,8 +151,8 @@ class InstrumentationHook(Hook):
         if info is None or not info.instrumented:
             return
         host = _to_host(buf, data.get("stream"))
-        from ..events import thread_ctx
-        from ..instrumentation.attribute import record_launch
+        from ..core.events import thread_ctx
+        from ..core.instrumentation import record_launch
         device = getattr(getattr(buf, "device", None), "index", None)
         if not isinstance(device, int):
             import triton
@@ -165,7 +165,7 @@ class InstrumentationHook(Hook):
     def _populate_host_buffer(self, info, host) -> None:
         """3.9's binary trace for external tools: a header, then the raw buffer."""
         import torch
-        from ..instrumentation.layout import host_buffer_bytes
+        from ..backends.instrumentation.layout import host_buffer_bytes
         raw = host_buffer_bytes(info, host, self.mode)
         InstrumentationHook.host_buffer = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
 

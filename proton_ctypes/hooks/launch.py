@@ -14,14 +14,16 @@ from typing import Optional
 
 from time import time_ns
 
-from .. import recording
-from ..events import G, _tls, resync, thread_ctx
+from ..core import recording
+from ..core.events import G, tls, resync, thread_ctx
 from ..tree import callpath
-from ..recording import set_state as _set_state
-from ..metric import set_metric_kernels, transform_tensor_metrics
-from ..tensor_metrics import add_tensor_metrics
+from ..tree.codes import op_code
+from ..core.recording import set_state as _set_state
+from ..core.metric_values import transform_tensor_metrics
+from ..core.tensor_metrics import ensure_kernels as set_metric_kernels
+from ..core.tensor_metrics import add_tensor_metrics
 from ..tree.metrics import add_one, add_plain, plan_plain
-from ..state import get_metadata_state_name as metadata_state_name
+from ..core.states import get_metadata_state_name as metadata_state_name
 from .hook import Hook, HookManager
 
 #: values of ``ThreadCtx.launch`` besides None (outside a launch) and the view of an op
@@ -102,7 +104,7 @@ class LaunchHook(Hook):
     def enter(self, metadata) -> None:
         """Evaluate the launch's metadata and open an op named after it."""
         try:
-            ctx = _tls.ctx
+            ctx = tls.ctx
         except AttributeError:
             ctx = thread_ctx()
         if ctx.launch is not None:
@@ -190,7 +192,7 @@ class LaunchHook(Hook):
                         cur[2] += val
         if log is not None:
             log.append(time_ns())
-            log.append(-node - 1)
+            log.append(op_code(node))
         ctx.launch = v
 
     @staticmethod
@@ -263,7 +265,7 @@ class LaunchHook(Hook):
     def exit(self, metadata) -> None:
         """Close the op opened by :meth:`enter`."""
         try:
-            ctx = _tls.ctx
+            ctx = tls.ctx
         except AttributeError:
             return
         op = ctx.launch

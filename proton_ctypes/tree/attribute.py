@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import callpath, strings
-from ..session import FAR_FUTURE
+from .codes import FAR_FUTURE, codes_of_ext, node_of
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -76,12 +76,7 @@ def _graft(codes, cap_codes, has_cap):
         key = (int(codes[i]), int(cap_codes[i]))
         node = pairs.get(key)
         if node is None:
-            base, sub = key
-            if base < 0:
-                base = -base - 1
-            if sub < 0:
-                sub = -sub - 1
-            node = pairs[key] = callpath.graft(base, sub)
+            node = pairs[key] = callpath.graft(node_of(key[0]), node_of(key[1]))
         codes[i] = node
     return codes
 
@@ -96,7 +91,7 @@ def kernel_nodes(codes, name_ids):
     nodes = np.empty(len(uniq), dtype=np.int64)
     for j, i in enumerate(first.tolist()):
         code, nid = int(codes[i]), int(nids[i])
-        nodes[j] = -code - 1 if code < 0 else callpath.child(code, strings.name_of(nid))
+        nodes[j] = node_of(code) if code < 0 else callpath.child(code, strings.name_of(nid))
     return nodes[inv.reshape(-1)]
 
 
@@ -114,8 +109,7 @@ def ingest(session, views_by_tid, batch) -> None:
     rows = batch[keep]
     t = rows["launch_ns"]
     if getattr(session.backend, "attribution", "timestamp") == "extcorr" and session.context != "python":
-        from ..events import code_of_ext
-        codes = code_of_ext(rows["py_node"])
+        codes = codes_of_ext(rows["py_node"])
     elif session.context == "python":
         codes = rows["py_node"].astype(np.int64)
         codes[codes < 0] = callpath.ROOT

@@ -44,7 +44,7 @@ _CYCLE_FIELDS = ("cycles", "normalized_cycles", "device_id", "device_type")
 def _is_cycle_metric(fm: dict) -> bool:
     """Whether a node's metrics hold an instrumentation cycle metric.
 
-    :func:`proton_ctypes.instrumentation.attribute.add_cycles` stores ``cycles`` (int),
+    :func:`proton_ctypes.core.instrumentation.add_cycles` stores ``cycles`` (int),
     ``normalized_cycles`` (double) and the ``device_id``/``device_type`` properties as
     *strings*; user metrics are always numeric, so a string ``device_type`` next to the
     two cycle values marks the node as holding libproton's fixed-schema CycleMetric.

@@ -202,14 +202,14 @@ def add_one(flex: dict, node: int, k: str, val) -> None:
         vt, val = INT, int(val)
     else:
         vt = DOUBLE
-    _add_new(flex, node, r[0], r[1], vt, val)
+    add_new(flex, node, r[0], r[1], vt, val)
 
 
 #: raw key -> (stored name, kind, roofline: 0 none, 1 ``flops*`` (double), 2 ``bytes`` (int))
 _plain_info: dict = {}
 #: the same for the keys of roofline 0 only (``(stored name, kind)``): a value of such a key
 #: is stored as given (a float, or an int within int64)
-_scalar_keys: dict = {}
+scalar_keys: dict = {}
 
 
 def _info(k):
@@ -220,7 +220,7 @@ def _info(k):
     roof = 1 if k in ROOFLINE_FLOAT else (2 if k == ROOFLINE_INT else 0)
     info = _plain_info[k] = (stored, pty, roof)
     if not roof:
-        _scalar_keys[k] = (stored, pty)
+        scalar_keys[k] = (stored, pty)
     return info
 
 
@@ -260,11 +260,11 @@ def add_scalar(flexes, node: int, metrics: dict) -> bool:
             if cur is not None and cur[1] == vt and cur[0] != PTY:
                 cur[2] += val
                 continue
-        _add_new(flex, node, stored, info[1], vt, val)
+        add_new(flex, node, stored, info[1], vt, val)
     return True
 
 
-def _add_new(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None:
+def add_new(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None:
     """Add one normalised value to ``flex[node][stored]``: create it, overwrite a property,
     sum, or raise Proton's type mismatch (the slow path of :func:`add_scalar` and
     :func:`add_one`)."""

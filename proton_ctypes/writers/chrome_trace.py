@@ -15,6 +15,7 @@ import json
 
 import numpy as np
 
+from . import cycle_trace
 from ..tree import callpath
 from ..tree import metrics as tmetrics
 
@@ -43,15 +44,18 @@ def _scope_body(ev, cache):
     return f'{{"args":{{"call_stack":{stack},"scope_id":{sid}}},"cat":"scope","dur":', leaf
 
 
+def render(phase, device_type: str, device_block: dict) -> str:
+    """The phase as a chrome trace (the writer signature of :mod:`proton_ctypes.writers`)."""
+    return dumps(phase)
+
+
 def dumps(pd) -> str:
     """Serialise the trace events of one phase."""
-    # -- instrumentation backend: a phase holding device cycle records ("cycles") is written
-    # -- as libproton's cycle trace, and only that (proton_ctypes.instrumentation.trace)
+    # a phase holding device cycle records (instrumentation backend) is written as
+    # libproton's cycle trace, and only that
     cycles = [e for e in pd.trace if e[0] == "cycles"]
     if cycles:
-        from ..instrumentation.trace import dumps as cycle_dumps
-        return cycle_dumps(cycles)
-    # -- end instrumentation
+        return cycle_trace.dumps(cycles)
     cache = {}
     scopes = [e for e in pd.trace if e[0] == "scope"]
     kern = [e for e in pd.trace if e[0] == "kernels"]

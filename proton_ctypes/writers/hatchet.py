@@ -3,6 +3,13 @@ from __future__ import annotations
 
 import json
 
+from ..tree import export
+
+
+def render(phase, device_type: str, device_block: dict) -> str:
+    """The phase as a hatchet file (the writer signature of :mod:`proton_ctypes.writers`)."""
+    return dumps(export.build_tree(phase, device_type), device_block)
+
 
 def dumps(tree: dict, device_info: dict) -> str:
     """Serialise as Proton does: 4-space indent, keys sorted, NaN/inf already ``null``."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import msgpack
 
+from ..tree import export
+
 
 def _pack_node(node):
     kept = []
@@ -20,6 +22,11 @@ def _pack_node(node):
     return {"frame": {"name": node["frame"]["name"], "type": node["frame"]["type"]},
             "metrics": {k: node["metrics"][k] for k in sorted(node["metrics"])},
             "children": kept}
+
+
+def render(phase, device_type: str, device_block: dict) -> bytes:
+    """The phase as a hatchet_msgpack file (the writer signature of :mod:`proton_ctypes.writers`)."""
+    return dumps(export.build_tree(phase, device_type), device_block)
 
 
 def dumps(tree: dict, device_info: dict) -> bytes:

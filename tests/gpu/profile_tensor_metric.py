@@ -15,7 +15,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import proton_ctypes as proton  # noqa: E402
-from proton_ctypes import tensor_metrics as tmod  # noqa: E402
+from proton_ctypes.core import tensor_metrics as tmod  # noqa: E402
 
 
 @triton.jit

@@ -13,9 +13,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import torch  # noqa: E402
 
 import proton_ctypes as proton  # noqa: E402
-from proton_ctypes import recording  # noqa: E402
-from proton_ctypes import tensor_metrics as tmod  # noqa: E402
-from proton_ctypes.events import thread_ctx  # noqa: E402
+from proton_ctypes.core import recording  # noqa: E402
+from proton_ctypes.core import tensor_metrics as tmod  # noqa: E402
+from proton_ctypes.core.events import thread_ctx  # noqa: E402
 from proton_ctypes.metric import transform_tensor_metrics  # noqa: E402
 
 S = importlib.import_module("proton_ctypes.scope")

@@ -17,7 +17,7 @@ if not torch.cuda.is_available():
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
-from proton_ctypes.backends import cupti_layout  # noqa: E402
+from proton_ctypes.backends.nvidia import layout as cupti_layout  # noqa: E402
 from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 from proton_ctypes.tree import strings  # noqa: E402
 

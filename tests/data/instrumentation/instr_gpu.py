@@ -194,7 +194,7 @@ def launch(mod, kernel: str, t):
 
 def kernel_layout(ck) -> dict:
     """num_warps, scratch size and scope names/parents of a compiled kernel (TTGIR via libtriton)."""
-    from proton_ctypes.instrumentation.metadata import read_ttgir_scopes
+    from proton_ctypes.backends.instrumentation.metadata import read_ttgir_scopes
     with tempfile.NamedTemporaryFile("w", suffix=".ttgir", delete=False) as f:
         f.write(ck.asm["ttgir"])
     names, parents = read_ttgir_scopes(f.name, "nvidia")
@@ -266,7 +266,7 @@ def run_ours(cfg, mod, t, folder, tag="ours"):
 def replay(folder: str, layout: dict, mode, data: str) -> str:
     """Decode captured payloads with proton_ctypes (fresh process); return the output path."""
     import instr_scenarios as scenarios
-    from proton_ctypes.instrumentation.modes import interpret_mode
+    from proton_ctypes.backends.instrumentation.modes import interpret_mode
     sc = {"mode": mode or "default", "libproton_mode": "cuda:" + str(interpret_mode(mode)), "data": data,
           "kernels": {"1": {k: layout[k] for k in ("name", "num_warps", "scratch", "names", "parents")}},
           "launches": [{"fid": 1, "buffer": f"launch{i}.bin", "cpu_scopes": []} for i in range(LAUNCHES)]}
@@ -319,8 +319,8 @@ def _nodes(node, path=(), out=None):
 def per_launch_cycles(payloads, layout, uids=None):
     """``{scope path: [cycles of launch 0, 1, ...]}`` decoded from captured buffers."""
     import numpy as np
-    from proton_ctypes.instrumentation.decode import decode
-    from proton_ctypes.instrumentation.metadata import make_info
+    from proton_ctypes.backends.instrumentation.decode import decode
+    from proton_ctypes.backends.instrumentation.metadata import make_info
     info = make_info(layout["name"], layout["num_warps"], layout["scratch"], layout["names"], layout["parents"])
     out = {}
     for i, raw in enumerate(payloads):

@@ -93,7 +93,7 @@ def active_hook():
 def run_ours(scenario_path: str, out_base: str):
     """``(output text or None, error 'Type: msg' or None)`` from proton_ctypes (driver must be faked)."""
     import proton_ctypes as proton
-    from proton_ctypes.instrumentation.metadata import make_info
+    from proton_ctypes.backends.instrumentation.metadata import make_info
     with open(scenario_path) as f:
         sc = json.load(f)
     folder = os.path.dirname(scenario_path)
@@ -122,7 +122,7 @@ def run_ours(scenario_path: str, out_base: str):
         err = f"{type(e).__name__}: {e}"
         from proton_ctypes.hooks.hook import HookManager
         HookManager.unregister()
-        from proton_ctypes import manager
+        from proton_ctypes.core import manager
         for s in list(manager.G.sessions.values()):
             manager.destroy(s)
         return None, err
@@ -157,8 +157,8 @@ def run_ours_subprocess(scenario_path: str):
 # ----------------------------------------------------------------------------------- generation
 def random_scenario(seed: int, data: str = "tree", allow_errors: bool = False, allow_async: bool = True):
     """A random scenario and its buffers (see module docstring)."""
-    from proton_ctypes.instrumentation.layout import build_block, build_buffer, scratch_size
-    from proton_ctypes.instrumentation.modes import interpret_mode
+    from proton_ctypes.backends.instrumentation.layout import build_block, build_buffer, scratch_size
+    from proton_ctypes.backends.instrumentation.modes import interpret_mode
     rng = random.Random(seed)
     opts = []
     if rng.random() < 0.3:

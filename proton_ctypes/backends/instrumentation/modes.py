@@ -31,7 +31,7 @@ from __future__ import annotations
 import warnings
 from typing import Dict, Union
 
-from .. import mode as modes
+from .. import mode_types as modes
 
 KNOWN_KEYS = ("metric_type", "buffer_type", "buffer_strategy", "buffer_size", "granularity",
               "sampling_strategy", "sampling_options", "optimizations")

@@ -11,8 +11,8 @@ changes, the global epoch is bumped and each thread, at its next event, retires 
 views and creates new ones (:func:`resync`).  Views keep ``t0``/``t1`` so the kernel
 join knows which view was live when.
 
-Log codes: ``node`` for a plain context; ``-(node + 1)`` when the context is a launch
-op (``hook="triton"``): the kernel then *is* that node instead of a child of it.
+Log entries are ``(time_ns, context code)`` pairs; :mod:`..tree.codes` says how a
+context is encoded (a plain node, or a launch op of ``hook="triton"``).
 """
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ import threading
 import numpy as np
 from time import time_ns
 
-from .flags import _listeners as _flag_listeners, flags as _flags
-from .tree import callpath
+from .flags import flags as _flags, on_profiling_change
+from ..tree import callpath
+from ..tree.codes import ext_id
 
-_tls = threading.local()
+tls = threading.local()
 
 
 class _Global:
@@ -178,30 +179,13 @@ class ThreadCtx:
         self.launch = None
 
 
-EXT_OP = 1 << 62
-
-
-def ext_id(code: int) -> int:
-    """External-correlation id of a log code: ``node + 1``, ops flagged with bit 62."""
-    return (EXT_OP | (-code - 1)) if code < 0 else code + 1
-
-
-def code_of_ext(ids):
-    """Inverse of :func:`ext_id` for an int64 array (ids <= 0 become ROOT)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    op = (ids & EXT_OP) != 0
-    node = np.where(op, ids & ~EXT_OP, ids - 1)
-    node = np.where(ids <= 0, 0, node)
-    return np.where(op, -node - 1, node)
-
-
 def thread_ctx() -> ThreadCtx:
     """The calling thread's context, created (and registered) on first use."""
     try:
-        return _tls.ctx
+        return tls.ctx
     except AttributeError:
         ctx = ThreadCtx()
-        _tls.ctx = ctx
+        tls.ctx = ctx
         with G.lock:
             G.threads[ctx.tid] = ctx
             G.views_by_tid.setdefault(ctx.tid, [])
@@ -218,7 +202,7 @@ def bump_epoch() -> None:
             ctx.view = None
 
 
-def _stack_of(ctx, session):
+def stack_of(ctx, session):
     """The (ids, top) that ``session`` currently has on thread ``ctx`` or None."""
     for v in ctx.views:
         if session in v.sessions:
@@ -257,7 +241,7 @@ def resync(ctx: ThreadCtx) -> None:
             if st is None:
                 starter = G.threads.get(s.starter_tid)
                 if starter is not None and starter is not ctx:
-                    st = _stack_of(starter, s)
+                    st = stack_of(starter, s)
             if st is None:
                 st = ([], callpath.ROOT)
             key = tuple(st[0])
@@ -294,4 +278,4 @@ def ensure(ctx: ThreadCtx) -> None:
         resync(ctx)
 
 
-_flag_listeners.append(bump_epoch)
+on_profiling_change(bump_epoch)

@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from .cupti_lib import BUFFER_COMPLETE_FUNC, BUFFER_REQUEST_FUNC
+from .lib import BUFFER_COMPLETE_FUNC, BUFFER_REQUEST_FUNC
 
 DEFAULT_BUFFER_BYTES = 4 << 20
 DEFAULT_MAX_BUFFERS = 12          # 48 MiB at most

@@ -44,7 +44,7 @@ class ProfileAllocator:
     def allocate(nbytes: int):
         """A zeroed device buffer of ``nbytes`` bytes (torch, imported lazily)."""
         import torch
-        from ..state import metadata_state
+        from ...core.states import metadata_state
         with metadata_state():
             return torch.zeros((nbytes,), dtype=torch.uint8, device="cuda")
 

@@ -7,9 +7,10 @@ when it starts it, so the backend never reaches into sessions or thread state it
 from __future__ import annotations
 
 from . import events, recording
-from .backends.cupti_pcsampling import METRIC_NAMES
-from .tree import callpath
-from .tree import metrics as tmetrics
+from ..backends.nvidia.pcsampling import METRIC_NAMES
+from ..tree import callpath
+from ..tree.codes import node_of
+from ..tree import metrics as tmetrics
 
 
 def _view_code(view, state) -> int:
@@ -56,7 +57,7 @@ def attribute_samples(backend, groups: dict) -> None:
                     py_node = recording.python_node(1)
                 knode = callpath.child(py_node, function)
             else:
-                knode = -code - 1 if code < 0 else callpath.child(code, function)
+                knode = node_of(code) if code < 0 else callpath.child(code, function)
             node = callpath.child(knode, frame) if frame else knode
             vals = [int(x) for x in values]
             for s in sessions:

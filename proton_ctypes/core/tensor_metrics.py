@@ -19,11 +19,12 @@ import threading
 
 import numpy as np
 
-from . import cuda_driver, recording
-from .cuda_driver import CudaError
+from ..backends.nvidia import driver as cuda_driver
+from . import recording
+from ..backends.nvidia.driver import CudaError
 from .events import G
 from .metric_launch import DirectLauncher
-from .tree import metrics as tmetrics
+from ..tree import metrics as tmetrics
 
 _seq = itertools.count(1)
 #: seq id -> (is_float, numel, [(session id, phase, node, raw key)], tensor kept alive, persistent)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import cupti_layout as L
+from . import layout as L
 
 #: Offset of the ``start`` timestamp in the record, for the kinds that carry one.
 _TIMESTAMP_OFFSET = {L.KIND_CONCURRENT_KERNEL: 16, L.KIND_DRIVER: 8, L.KIND_RUNTIME: 8}

@@ -21,7 +21,7 @@ import ctypes
 import os
 from typing import Optional
 
-from . import rocm_lib
+from . import lib as rocm_lib
 
 _ATTRS = (("clock_rate", "hipDeviceAttributeClockRate"),
           ("memory_clock_rate", "hipDeviceAttributeMemoryClockRate"),

@@ -1,6 +1,6 @@
 """libcuda through ctypes: the driver calls the device-tensor metrics make per metric.
 
-Only what :mod:`proton_ctypes.metric_launch` needs: launch a compiled kernel, read its
+Only what :mod:`proton_ctypes.core.metric_launch` needs: launch a compiled kernel, read its
 parameter layout, ask whether a stream is capturing.  Every function is declared once
 here with its argument and result types; failures raise :class:`CudaError` carrying the
 driver's own error string.

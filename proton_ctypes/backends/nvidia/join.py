@@ -17,8 +17,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..tree import strings
-from .base import empty_batch
+from ...tree import strings
+from ..base import empty_batch
 
 #: Pending API/ext-corr/python entries not matched after this long (ns, CUPTI clock) are dropped.
 UNMATCHED_TTL_NS = 120 * 10**9

@@ -32,8 +32,8 @@ import warnings
 
 import numpy as np
 
-from . import cupti_pcsampling_layout as L
-from .cupti_lib import CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, DRIVER_LAUNCH_CBIDS, CuptiError, CuptiLib
+from . import pcsampling_layout as L
+from .lib import CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, DRIVER_LAUNCH_CBIDS, CuptiError, CuptiLib
 
 #: ``PCSamplingMetric``'s value names, in Proton's order (``stalled_not_Selected`` sic).
 METRIC_NAMES = (

@@ -12,8 +12,9 @@ from time import time_ns
 
 from . import events
 from .events import G
-from .tree import callpath
-from .tree import metrics as tmetrics
+from ..tree import callpath
+from ..tree.codes import op_code
+from ..tree import metrics as tmetrics
 
 #: process-wide scope/op id counter, starting at 1 (spec §10.4)
 next_id = itertools.count(1).__next__
@@ -208,7 +209,7 @@ def op_open(ctx, targets) -> None:
     """Open the op: until :func:`op_exit`, a kernel launched on this thread *is* its node."""
     for t, node in targets:
         if isinstance(t, events.View):
-            t.note(-node - 1)
+            t.note(op_code(node))
 
 
 def op_exit(ctx) -> None:

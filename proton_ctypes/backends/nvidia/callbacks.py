@@ -22,10 +22,10 @@ import time
 
 import numpy as np
 
-from . import cupti_layout as L
-from .cupti_lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, CB_SITE_ENTER,
-                        DRIVER_LAUNCH_CBIDS, ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
-                        RESOURCE_GRAPHNODE_CLONED, RESOURCE_GRAPHNODE_CREATED, CuptiLib)
+from . import layout as L
+from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, CB_SITE_ENTER, DRIVER_LAUNCH_CBIDS,
+                  ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, RESOURCE_GRAPHNODE_CLONED,
+                  RESOURCE_GRAPHNODE_CREATED, CuptiLib)
 
 #: Every callback object ever handed to CUPTI stays alive for the life of the process.
 _KEEP_ALIVE = []

@@ -30,10 +30,10 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from ..tree import strings
-from . import rocm_lib, rocm_parse
-from . import rocm_sdk_api as api
-from .rocprof_layout import AGENT_MEM_BANK, AGENT_V0, KERNEL_SYMBOL, callback_record_fields
+from ...tree import strings
+from . import lib as rocm_lib, parse as rocm_parse
+from . import sdk_api as api
+from .layout import AGENT_MEM_BANK, AGENT_V0, KERNEL_SYMBOL, callback_record_fields
 
 _KID = KERNEL_SYMBOL.fields["kernel_id"][1]
 _KNAME = KERNEL_SYMBOL.fields["kernel_name"][1]

@@ -13,8 +13,8 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
-from .base import empty_batch
-from .rocprof_layout import RECORD_HEADER
+from ..base import empty_batch
+from .layout import RECORD_HEADER
 
 #: largest payload span copied with one memmove, relative to the bytes the records need
 _SPAN_SLACK = 2

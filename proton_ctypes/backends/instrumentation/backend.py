@@ -80,7 +80,7 @@ def ensure_registered() -> None:
 
     A backend already registered under that name (a test double) is left in place.
     """
-    from ..backends import select
+    from .. import select
     try:
         select.get("instrumentation")
     except ValueError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 
-from . import rocm_lib
+from . import lib as rocm_lib
 
 HSA_STATUS_SUCCESS = 0
 HSA_AGENT_INFO_NAME, HSA_AGENT_INFO_DEVICE = 0, 17            # hsa.h (name: char[64])

@@ -26,12 +26,13 @@ from typing import Optional
 
 import numpy as np
 
-from .. import events, recording
+from . import events, recording
 from ..tree import callpath
+from ..backends import mode_types as modes
 from ..tree import metrics as tmetrics
-from .decode import TIME_SHIFT_COST, Decoded, DecodeError, decode
-from .metadata import KernelInfo
-from .modes import sampling_uids, uses
+from ..backends.instrumentation.decode import TIME_SHIFT_COST, Decoded, DecodeError, decode
+from ..backends.instrumentation.metadata import KernelInfo
+from ..backends.instrumentation.modes import sampling_uids, uses
 
 DEVICE_TYPE_CODE = {"HIP": "0", "CUDA": "1"}
 BACKEND = "instrumentation"
@@ -113,7 +114,7 @@ def _frames_inside_package() -> int:
 def launch_targets(ctx, name: str):
     """``[(session, kernel node)]`` of the active instrumentation sessions of the thread.
 
-    Like :func:`proton_ctypes.recording.op_prepare` (the node is ``<context>/<name>``,
+    Like :func:`proton_ctypes.core.recording.op_prepare` (the node is ``<context>/<name>``,
     marked as entered), but only for sessions whose backend is ``instrumentation``:
     libproton files instrumented launches only in the sessions of its instrumentation
     profiler, so a CUPTI or host session sharing the thread's scope stack gets no node.
@@ -142,7 +143,7 @@ def record_launch(ctx, info: KernelInfo, host, device: int, device_type: str, mo
                   warn=None) -> Optional[Decoded]:
     """Attribute one instrumented launch whose buffer is ``host`` (bytes / uint8 array).
 
-    ``ctx`` is the launching thread's context (:func:`proton_ctypes.events.thread_ctx`).
+    ``ctx`` is the launching thread's context (:func:`proton_ctypes.core.events.thread_ctx`).
     Returns the decoded buffer, or None when no active session records the launch.
 
     Raises:
@@ -181,5 +182,4 @@ def record_launch(ctx, info: KernelInfo, host, device: int, device_type: str, mo
 
 
 def _time_shift(mode_obj) -> bool:
-    from .. import mode as modes
     return uses(mode_obj, modes.Optimize.TIMESHIFT)

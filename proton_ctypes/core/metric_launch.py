@@ -18,7 +18,7 @@ import ctypes
 import threading
 from typing import Optional
 
-from .cuda_driver import CudaDriver
+from ..backends.nvidia.driver import CudaDriver
 
 #: the metric kernel's runtime parameters before any trailing scratch pointers
 USER_PARAMS = 6

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .. import mode as modes
+from .. import mode_types as modes
 from .modes import triton_enum, uses
 
 POINTS = ("load-dialects", "ttgpuir-to-llvmir", "llvmir-to-llvm")

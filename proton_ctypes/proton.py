@@ -97,3 +97,7 @@ def main(argv=None) -> None:
     """Entry point of the ``proton`` console script."""
     args, target_args = parse_arguments(argv)
     run_profiling(args, target_args)
+
+
+if __name__ == "__main__":
+    main()

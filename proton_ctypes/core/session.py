@@ -10,7 +10,8 @@ import bisect
 import threading
 import time
 
-FAR_FUTURE = 1 << 62
+from ..tree.codes import FAR_FUTURE
+
 
 
 class PhaseData:
@@ -82,11 +83,6 @@ class Session:
             self.win_off[-1] = now
         self.active = on
 
-    def active_at(self, t) -> bool:
-        """Whether the session was active at time ``t`` (ns)."""
-        i = bisect.bisect_right(self.win_on, t) - 1
-        return i >= 0 and t < self.win_off[i]
-
     # -- phases -----------------------------------------------------------------------
     @property
     def current(self) -> PhaseData:
@@ -96,10 +92,6 @@ class Session:
     def phase_at(self, t) -> int:
         """The phase that was current at time ``t``."""
         return max(0, bisect.bisect_right(self.phase_t, t) - 1)
-
-    def data_of(self, phase: int):
-        """PhaseData of ``phase`` or None if it never existed or was cleared."""
-        return self.phases.get(phase)
 
     def advance_phase(self) -> int:
         """Close the current phase and open the next one; return its number."""

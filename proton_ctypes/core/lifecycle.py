@@ -20,29 +20,29 @@ import os
 import signal
 import sys
 import threading
+from typing import Callable, Optional
 
 _installed = False
 _previous = {}
 HANDLED = (signal.SIGTERM, signal.SIGINT)
+#: what the session manager gave :func:`install` (it owns the sessions; this module
+#: only knows when to call it)
+_snapshot: Optional[Callable[[], None]] = None
+_finalize: Optional[Callable[[], None]] = None
 
 
-def snapshot_all() -> None:
-    """Write every live session as it stands now, keeping it alive; never raises."""
-    from . import manager
-    from .events import G
-    for s in list(G.sessions.values()):
-        try:
-            fmt = manager.resolve_format(s, "")
-            manager.write(s, fmt)
-        except BaseException as e:  # the profiled program must not die of the profiler
-            try:
-                sys.stderr.write(f"proton_ctypes: could not write {s.name}: {e}\n")
-            except Exception:
-                pass
+def _say(msg: str) -> None:
+    try:
+        sys.stderr.write(msg)
+    except Exception:  # stderr closed: nothing else to do
+        pass
 
 
 def _on_signal(signum, frame):
-    snapshot_all()
+    try:
+        _snapshot()
+    except BaseException as e:  # the profiled program must not die of the profiler
+        _say(f"proton_ctypes: could not write the profiles: {e}\n")
     prev = _previous.get(signum)
     if callable(prev):
         return prev(signum, frame)
@@ -56,51 +56,27 @@ def _on_signal(signum, frame):
 
 
 def _at_exit():
-    from . import manager
-    from .events import G
-    from .flags import flags
-    if not G.sessions:
-        return
-    flags.profiling_on = False
     try:
-        manager.finalize_all("")
+        _finalize()
     except BaseException as e:
-        try:
-            sys.stderr.write(f"proton_ctypes: finalize at exit failed: {e}\n")
-        except Exception:
-            pass
+        _say(f"proton_ctypes: finalize at exit failed: {e}\n")
 
 
-def _after_fork_in_child():
-    from . import events
-    from .flags import flags
-    from .hooks.hook import HookManager
-    from . import manager
-    G = events.G
-    # another thread may have held the lock at fork time: it never releases it here
-    G.lock = threading.RLock()
-    flags.profiling_on = False
-    G.sessions.clear()
-    G.threads.clear()
-    G.views_by_tid.clear()
-    G.active = ()
-    G.py_active = ()
-    G.epoch += 1
-    events._tls.__dict__.clear()
-    manager.reset_after_fork()
-    HookManager.active_hooks.clear()
-    HookManager.session_hooks.clear()
+def install(snapshot: Callable[[], None], finalize: Callable[[], None],
+            after_fork_in_child: Callable[[], None]) -> None:
+    """Install the exit, fork and (from the main thread) signal handlers once.
 
-
-def install() -> None:
-    """Install the exit, fork and (from the main thread) signal handlers once."""
-    global _installed
+    ``snapshot()`` writes every live session keeping it alive (signals), ``finalize()``
+    writes and ends them (interpreter exit), ``after_fork_in_child()`` forgets them.
+    """
+    global _installed, _snapshot, _finalize
     if _installed:
         return
     _installed = True
+    _snapshot, _finalize = snapshot, finalize
     atexit.register(_at_exit)
     if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_in_child)
+        os.register_at_fork(after_in_child=after_fork_in_child)
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in HANDLED:

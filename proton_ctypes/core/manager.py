@@ -7,20 +7,21 @@ to the tree through :mod:`.tree`.
 from __future__ import annotations
 
 import itertools
-import os
+import sys
+import threading
 import warnings
 
 from . import events, lifecycle, naming, tensor_metrics
-from .backends import select
+from ..backends import select
 from .events import G
+from .flags import flags
 from .session import Session
-from .tree import attribute, export
-from .writers import chrome_trace, hatchet, msgpack
-from .writers.atomic import write_atomic
+from .. import writers
+from ..tree import attribute
+from ..writers import DEFAULT_FORMAT, FORMATS
 
 CONTEXTS = ("shadow", "python")
 DATA = ("tree", "trace")
-FORMATS = {"hatchet": "tree", "hatchet_msgpack": "tree", "chrome_trace": "trace"}
 
 _ids = itertools.count(0)
 #: sessions by name (a start with a live name returns that session)
@@ -45,14 +46,14 @@ def periodic_flush(s: Session) -> list:
     """``periodic_flushing`` mode: write every closed phase to its part file and drop it."""
     paths = []
     fmt = select.periodic_format(s.backend_name, s.mode)
-    if FORMATS[fmt] != s.data:
+    if FORMATS[fmt].data != s.data:
         raise ValueError("[PROTON] Output format not supported")
     _merge_views(s)
     for p in sorted(s.phases):
         if p >= s.phase:
             continue
         path = f"{naming.expand(s.name)}.part_{p}.{fmt}"
-        write_atomic(path, render(s, p, fmt))
+        _write_phase(s, p, fmt, path)
         del s.phases[p]
         paths.append(path)
     return paths
@@ -84,7 +85,7 @@ def create(name: str, context: str, data: str, backend_name: str, mode: str) -> 
             raise ValueError("[PROTON] Cannot add a session with the same profiler but a different mode "
                              "than existing sessions")
     backend = select.get(backend_name)
-    lifecycle.install()
+    lifecycle.install(snapshot_all, _finalize_at_exit, _after_fork_in_child)
     if _users.get(backend_name, 0) == 0:
         if hasattr(backend, "pc_attribution"):
             from . import pc_samples
@@ -101,8 +102,36 @@ def create(name: str, context: str, data: str, backend_name: str, mode: str) -> 
     return s.id
 
 
-def reset_after_fork() -> None:
-    """Forget every session (the child of a fork owns none)."""
+def snapshot_all() -> None:
+    """Write every live session as it stands now, keeping it alive; never raises."""
+    for s in list(G.sessions.values()):
+        try:
+            write(s, resolve_format(s, ""))
+        except BaseException as e:  # the profiled program must not die of the profiler
+            try:
+                sys.stderr.write(f"proton_ctypes: could not write {s.name}: {e}\n")
+            except Exception:  # stderr closed: nothing else to do
+                pass
+
+
+def _finalize_at_exit() -> None:
+    if G.sessions:
+        flags.profiling_on = False
+        finalize_all("")
+
+
+def _after_fork_in_child() -> None:
+    """The child of a fork starts with no session, no thread state and profiling off."""
+    # another thread may have held the lock at fork time: it never releases it here
+    G.lock = threading.RLock()
+    flags.profiling_on = False
+    G.sessions.clear()
+    G.threads.clear()
+    G.views_by_tid.clear()
+    G.active = ()
+    G.py_active = ()
+    G.epoch += 1
+    events.tls.__dict__.clear()
     _by_name.clear()
     _users.clear()
 
@@ -155,9 +184,9 @@ def flush(s: Session) -> None:
         periodic_flush(s)
 
 
-def device_block(s: Session, pd) -> dict:
-    """The device-info element of the file for the devices this phase used."""
-    if not pd.devices:
+def device_block(s: Session, pd, fmt: str) -> dict:
+    """The device-info element of a ``fmt`` file for the devices this phase used."""
+    if not pd.devices or not FORMATS[fmt].has_devices:
         return {}
     return s.backend.device_info(sorted(pd.devices))
 
@@ -165,12 +194,12 @@ def device_block(s: Session, pd) -> dict:
 def render(s: Session, phase: int, fmt: str):
     """The bytes/str of one phase in format ``fmt``."""
     pd = s.phases[phase]
-    if fmt == "chrome_trace":
-        return chrome_trace.dumps(pd)
-    tree = export.build_tree(pd, s.backend.device_type)
-    if fmt == "hatchet_msgpack":
-        return msgpack.dumps(tree, device_block(s, pd))
-    return hatchet.dumps(tree, device_block(s, pd))
+    return writers.render(fmt, pd, s.backend.device_type, device_block(s, pd, fmt))
+
+
+def _write_phase(s: Session, phase: int, fmt: str, path: str) -> None:
+    pd = s.phases[phase]
+    writers.write(fmt, pd, s.backend.device_type, device_block(s, pd, fmt), path)
 
 
 def resolve_format(s: Session, output_format) -> str:
@@ -178,10 +207,10 @@ def resolve_format(s: Session, output_format) -> str:
     if output_format is None:
         raise TypeError("finalize(): incompatible function arguments. The following argument types are "
                         "supported:\n    1. finalize(sessionId: int, outputFormat: str) -> None")
-    fmt = output_format.lower() if output_format else ("hatchet" if s.data == "tree" else "chrome_trace")
+    fmt = output_format.lower() if output_format else DEFAULT_FORMAT[s.data]
     if fmt not in FORMATS:
         raise ValueError(f"[PROTON] Unknown output format: {output_format}")
-    if FORMATS[fmt] != s.data:
+    if FORMATS[fmt].data != s.data:
         raise ValueError("[PROTON] Output format not supported")
     return fmt
 
@@ -197,7 +226,7 @@ def write(s: Session, fmt: str) -> list:
             continue
         base = naming.expand(s.name)
         path = f"{base}.part_{p}.{fmt}" if multi else f"{base}.{fmt}"
-        write_atomic(path, render(s, p, fmt))
+        _write_phase(s, p, fmt, path)
         paths.append(path)
     return paths
 
@@ -222,10 +251,7 @@ def destroy(s: Session) -> None:
             del _by_name[s.name]
         _users[s.backend_name] -= 1
         if _users[s.backend_name] == 0:
-            try:
-                s.backend.stop()
-            finally:
-                pass
+            s.backend.stop()
         _prune_views()
     events.bump_epoch()
 
@@ -269,7 +295,3 @@ def finalize_all(output_format: str) -> None:
     if first is not None:
         raise first
 
-
-def cwd_name(name: str) -> str:
-    """Session names are paths relative to the working directory at finalize time."""
-    return os.fspath(name)

@@ -1,0 +1,97 @@
+"""Metric values given to scopes and launch hooks: the split of tensors from host values.
+
+``transform_tensor_metrics`` turns CPU tensors into Python scalars or lists (as Proton
+does) and wraps device tensors as :class:`TensorMetric`, whose values are captured on
+the device without a host synchronisation (see :mod:`.tensor_metrics`).  Roofline keys
+get fixed dtypes: ``flops*`` are doubles and ``bytes`` is an int.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+FLOPS_WIDTHS = (8, 16, 32, 64)
+
+#: metric type indices, as libproton numbers them
+METRIC_TYPE_INT64, METRIC_TYPE_DOUBLE, METRIC_TYPE_VECTOR_INT64, METRIC_TYPE_VECTOR_DOUBLE = 0, 1, 2, 3
+
+_FLOAT_KEYS = frozenset(["flops"] + [f"flops{w}" for w in FLOPS_WIDTHS])
+_SCALAR_TYPES = (int, float, bool)
+
+
+class TensorMetric:
+    """A device tensor given as a metric: pointer, type index and element count.
+
+    Keeps a reference to the (cast) tensor so its memory stays alive until captured.
+    """
+
+    __slots__ = ("value", "ptr", "metric_type_index", "numel")
+
+    def __init__(self, value, metric_type_index: int):
+        self.value = value
+        self.ptr = value.data_ptr()
+        self.metric_type_index = metric_type_index
+        self.numel = value.numel()
+
+
+def _convert(key, value):
+    if key in _FLOAT_KEYS:
+        return float
+    if key == "bytes":
+        return int
+    return None
+
+
+def _host_value(key: str, value: Any) -> Any:
+    if hasattr(value, "data_ptr"):
+        value = value.tolist() if value.numel() > 1 else value.item()
+    conv = _convert(key, value)
+    if conv is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [conv(v) for v in value]
+    return conv(value)
+
+
+def _device_value(key: str, value) -> TensorMetric:
+    """A device tensor as a :class:`TensorMetric`: doubles for ``flops*`` and floating
+    tensors, int64 for ``bytes`` and integer tensors (Proton's implicit casts).
+
+    The tensor keeps its dtype: the metric kernel converts while it copies, so no cast
+    kernel is launched (the values are those of Proton's ``.double()``/``.long()``).
+    """
+    if key in _FLOAT_KEYS:
+        floating = True
+    elif key == "bytes":
+        floating = False
+    else:
+        floating = value.is_floating_point()
+    vector = value.numel() > 1
+    if floating:
+        idx = METRIC_TYPE_VECTOR_DOUBLE if vector else METRIC_TYPE_DOUBLE
+    else:
+        idx = METRIC_TYPE_VECTOR_INT64 if vector else METRIC_TYPE_INT64
+    return TensorMetric(value, idx)
+
+
+def transform_tensor_metrics(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, TensorMetric]]:
+    """Split ``metrics`` into host values and device-tensor metrics.
+
+    Returns ``(scalar_metrics, tensor_metrics)``: CPU tensors become scalars or lists,
+    roofline keys are normalised, device tensors become :class:`TensorMetric`.
+    """
+    tensor_metrics = {}
+    scalar_metrics = {}
+    for key, value in metrics.items():
+        if type(value) in _SCALAR_TYPES:
+            scalar_metrics[key] = value
+        elif hasattr(value, "data_ptr"):
+            on_cpu = getattr(value, "is_cpu", None)  # torch's flag: cheaper than device.type
+            if on_cpu is None:
+                on_cpu = value.device.type == "cpu"
+            if on_cpu:
+                scalar_metrics[key] = _host_value(key, value)
+            else:
+                tensor_metrics[key] = _device_value(key, value)
+        else:
+            scalar_metrics[key] = value
+    return scalar_metrics, tensor_metrics

@@ -1,0 +1,374 @@
+"""Scopes: ``scope``, ``cpu_timed_scope``, ``enter_scope`` and ``exit_scope``.
+
+A scope names a region of host code; kernels launched inside it, and the metrics given
+to it, land on its call-path node (``ROOT/outer/inner``).  Scopes nest per thread; a new
+thread starts from a copy of the stack of the thread that started the session.
+
+The common case (one group of sessions on this thread, shadow context, tree data) is
+inlined here: a dict lookup in the call-path trie, two list appends, and -- only when a
+GPU backend will need to attribute kernels -- a ``(time_ns(), node)`` log entry.  Every
+other case goes through :mod:`.recording`.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from functools import wraps
+from typing import Any, Optional
+
+from . import recording
+from .events import tls, thread_ctx
+from .flags import flags
+from .metric_values import transform_tensor_metrics
+from .tensor_metrics import add_tensor_metrics
+from ..tree import callpath
+from ..tree import metrics as _tmetrics
+from ..tree.metrics import add_new, add_plain, add_scalar
+
+_flags = flags
+
+_kids = callpath.kids
+_parent = callpath.parent
+_child = callpath.child
+_next_id = recording.next_id
+#: the counter behind ``recording.next_id`` (``next(_ids)`` is the cheaper call)
+_ids = _next_id.__self__
+_time_ns = time.time_ns
+# bound by assignment, not import: CPython 3.11 compiles ``name.get(...)`` on an imported
+# name as an attribute load (no LOAD_METHOD), which costs a bound-method object per call
+_scalar_keys = _tmetrics.scalar_keys
+
+thread_local_scopes = threading.local()
+
+
+def _add_scope_metrics(ctx, sid, targets, metrics) -> None:
+    scalar, tensor = transform_tensor_metrics(metrics)
+    try:
+        if scalar:
+            recording.add_metrics(ctx, sid, targets, scalar)
+        if tensor:
+            # as in Proton, the metric kernels run inside metadata_state(): their kernel
+            # records land under __proton_launch_metadata, which the viewer hides
+            recording.set_state(ctx, "__proton_launch_metadata")
+            add_tensor_metrics(ctx, sid, targets, tensor)
+    finally:
+        recording.clear_state_after_metrics(ctx)
+
+
+def _push(ctx, v, sid: int, name: str) -> int:
+    """Open scope ``sid`` named ``name`` in the thread's fast-path view ``v``; return the node
+    kernels now attach to (the scope's, or its state child).  ``scope.__enter__`` inlines this."""
+    node = v.kids.get(name)
+    if node is None:
+        node = _child(v.top, name)
+    v.ids.append(sid)
+    v.top = node
+    v.kids = _kids[node]
+    st = ctx.state
+    if st is not None:
+        node = _child(node, st)
+    v.created.add(node)
+    if v.logging:
+        log = v.log
+        log.append(_time_ns())
+        log.append(node)
+    return node
+
+
+def _enter(obj, metrics) -> int:
+    """Enter a scope for ``obj`` (anything with ``name``); store targets on it; return the id."""
+    sid = next(_ids)
+    name = obj.name
+    try:
+        ctx = tls.ctx
+    except AttributeError:
+        ctx = thread_ctx()
+    v = ctx.view
+    if v is not None:
+        node = _push(ctx, v, sid, name)
+        obj._targets = ((v, node),)
+        if metrics:
+            if not (add_scalar(v.flexes, node, metrics) or _fast_metrics(v, node, metrics)):
+                _add_scope_metrics(ctx, sid, obj._targets, metrics)
+            elif ctx.state is not None:
+                recording.clear_state_after_metrics(ctx)
+        return sid
+    obj._targets = recording.enter(ctx, name, sid)
+    if metrics:
+        _add_scope_metrics(ctx, sid, obj._targets, metrics)
+    return sid
+
+
+def _fast_metrics(v, node, metrics) -> bool:
+    """Add plain int/float metrics to every session of view ``v``; False if not plain.
+
+    (A one-entry dict is :func:`add_scalar`'s, which the callers try first.)
+    """
+    for key, val in metrics.items():
+        t = type(val)
+        if (t is not int and t is not float) or type(key) is not str:
+            return False
+    for flex in v.flexes:
+        add_plain(flex, node, metrics)
+    return True
+
+
+def _exit(sid) -> None:
+    try:
+        ctx = tls.ctx
+    except AttributeError:
+        ctx = thread_ctx()
+    v = ctx.view
+    if v is not None:
+        ids = v.ids
+        if ids and ids[-1] == sid:
+            ids.pop()
+            top = _parent[v.top] if ids else 0
+            v.top = top
+            v.kids = _kids[top]
+            if v.logging:
+                st = ctx.state
+                log = v.log
+                log.append(_time_ns())
+                log.append(top if st is None else _child(top, st))
+            return
+    recording.exit(ctx, sid)
+
+
+class scope:
+    """A context manager and decorator that records a named region of host code.
+
+    Usage::
+
+        with proton.scope("attention", {"flops": 2e9}):
+            kernel[grid](...)
+
+        @proton.scope("step")
+        def step(): ...
+
+    Args:
+        name: the frame name of the scope in the call-path tree.
+        metrics: optional ``{name: value}`` added to the scope's node at entry; values are
+            ints, floats, lists of them, or tensors. Suffixes ``(inc)``, ``(exc)`` and
+            ``(pty)`` choose how repeated values combine (see proton-spec §3.2).
+
+    ``id`` holds the scope id while entered (None when profiling is off).
+    """
+
+    __slots__ = ("name", "metrics", "id", "_targets")
+
+    def __init__(self, name: str, metrics: Optional[dict[str, Any]] = None) -> None:
+        self.name = name
+        self.metrics = metrics
+        self.id = None
+
+    def _enter_scope(self):
+        if flags.profiling_on:
+            self.id = _enter(self, self.metrics)
+
+    def _exit_scope(self):
+        if flags.profiling_on and self.id is not None:
+            _exit(self.id)
+
+    def __enter__(self):
+        # _enter with _push inlined (the call would cost ~10 % of a scope): one trie lookup,
+        # two appends (+ the log for GPUs); a thread's fast-path view exists only while
+        # profiling is on (events.resync)
+        try:
+            ctx = tls.ctx
+        except AttributeError:
+            ctx = thread_ctx()
+        v = ctx.view
+        if v is None:
+            if _flags.profiling_on:
+                self.id = _enter(self, self.metrics)
+            return self
+        self.id = sid = next(_ids)
+        node = v.kids.get(self.name)
+        if node is None:
+            node = _child(v.top, self.name)
+        v.ids.append(sid)
+        v.top = node
+        v.kids = _kids[node]
+        st = ctx.state
+        if st is not None:
+            node = _child(node, st)
+        v.created.add(node)
+        if v.logging:
+            log = v.log
+            log.append(_time_ns())
+            log.append(node)
+        m = self.metrics
+        if m:
+            if len(m) == 1:
+                # one plain number under a known key: tree.metrics.add_scalar, inlined
+                for k in m:
+                    break
+                info = _scalar_keys.get(k)
+                if info is not None:
+                    val = m[k]
+                    t = type(val)
+                    if t is float:
+                        vt = 1
+                    elif t is int and (-1073741823 <= val <= 1073741823  # cheap compare first
+                                       or -9223372036854775808 <= val <= 9223372036854775807):
+                        vt = 0
+                    else:
+                        vt = None
+                    if vt is not None:
+                        stored = info[0]
+                        for flex in v.flexes:
+                            nm = flex.get(node)
+                            if nm is not None:
+                                cur = nm.get(stored)
+                                if cur is not None and cur[1] == vt and cur[0] != 1:  # 1: tree.metrics.PTY
+                                    cur[2] += val
+                                    continue
+                            add_new(flex, node, stored, info[1], vt, val)
+                        if st is not None:
+                            recording.clear_state_after_metrics(ctx)
+                        return self
+            if add_scalar(v.flexes, node, m) or _fast_metrics(v, node, m):
+                if st is not None:
+                    recording.clear_state_after_metrics(ctx)
+            else:
+                _add_scope_metrics(ctx, sid, ((v, node),), m)
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        sid = self.id
+        if sid is not None:
+            try:
+                ctx = tls.ctx
+            except AttributeError:
+                ctx = thread_ctx()
+            v = ctx.view
+            if v is None:
+                if _flags.profiling_on:
+                    recording.exit(ctx, sid)
+                return
+            ids = v.ids
+            if ids and ids[-1] == sid:
+                ids.pop()
+                top = _parent[v.top] if ids else 0
+                v.top = top
+                v.kids = _kids[top]
+                if v.logging:
+                    st = ctx.state
+                    log = v.log
+                    log.append(_time_ns())
+                    log.append(top if st is None else _child(top, st))
+                return
+            recording.exit(ctx, sid)
+
+    def __call__(self, func):
+        @wraps(func)
+        def wrapper(*args, **kwargs):
+            self._enter_scope()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self._exit_scope()
+
+        return wrapper
+
+
+class cpu_timed_scope(scope):
+    """A scope that also records the host wall time spent inside it as ``cpu_time (ns)``.
+
+    The time includes nested scopes but is stored as an exclusive metric (summed over
+    repeats, never propagated), as in Proton.  The key ``cpu_time`` is reserved.
+
+    Args:
+        name: the frame name of the scope.
+        metrics: optional extra metrics, as for :class:`scope`.
+    """
+
+    __slots__ = ("start_time",)
+
+    def __init__(self, name: str, metrics: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(name, metrics)
+        self.start_time = None
+        if metrics and "cpu_time" in metrics:
+            raise ValueError("The metric name 'cpu_time' is reserved.")
+
+    def _enter_scope(self):
+        if not flags.profiling_on:
+            return
+        self.start_time = time.perf_counter_ns()
+        self.id = _enter(self, self.metrics)
+
+    def _exit_scope(self):
+        if not flags.profiling_on:
+            return
+        if self.start_time is not None and self.id is not None:
+            elapsed = time.perf_counter_ns() - self.start_time
+            _add_scope_metrics(thread_ctx(), self.id, self._targets, {"cpu_time (ns)(exc)": elapsed})
+        if self.id is not None:
+            _exit(self.id)
+
+    def __enter__(self):
+        self._enter_scope()
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        self._exit_scope()
+
+
+class _Entered:
+    """What ``enter_scope`` remembers for ``exit_scope``: the name and metric targets."""
+
+    __slots__ = ("name", "_targets")
+
+    def __init__(self, name):
+        self.name = name
+
+
+def enter_scope(name: str, *, metrics: Optional[dict[str, Any]] = None) -> Optional[int]:
+    """Enter a scope without a ``with`` block; pair it with :func:`exit_scope`.
+
+    Returns the scope id, or None when profiling is off.
+    """
+    if not _flags.profiling_on:
+        return None
+    try:
+        stack = thread_local_scopes.scopes
+    except AttributeError:
+        stack = thread_local_scopes.scopes = []
+    try:
+        ctx = tls.ctx
+    except AttributeError:
+        ctx = thread_ctx()
+    v = ctx.view
+    if v is None or metrics:
+        e = _Entered(name)
+        sid = _enter(e, metrics)
+        stack.append((sid, name, None, e._targets))
+        return sid
+    sid = next(_ids)
+    stack.append((sid, name, v, _push(ctx, v, sid, name)))
+    return sid
+
+
+def exit_scope(name: Optional[str] = None, *, metrics: Optional[dict[str, Any]] = None) -> Optional[int]:
+    """Exit the innermost scope opened with :func:`enter_scope` on this thread.
+
+    ``name``, when given, must match that scope's name (``ValueError`` otherwise; the
+    scope is closed all the same).  ``metrics`` are added to the scope before it closes.
+    Returns the scope id, or None when profiling is off.
+    """
+    if not _flags.profiling_on:
+        return None
+    try:
+        stack = thread_local_scopes.scopes
+    except AttributeError:
+        stack = thread_local_scopes.scopes = []
+    sid, popped, v, node = stack.pop()
+    if name and name != popped:
+        _exit(sid)
+        raise ValueError(f"Scope name mismatch: {name} != {popped}")
+    if metrics:
+        targets = ((v, node),) if v is not None else node
+        _add_scope_metrics(thread_ctx(), sid, targets, metrics)
+    _exit(sid)
+    return sid

@@ -1,0 +1,148 @@
+"""States: a per-thread label appended as the last frame of whatever is recorded.
+
+``with proton.state("optimizer"):`` files kernels launched inside under
+``<current scope path>/optimizer/<kernel>`` and puts a scope entered inside at
+``<path>/<scope>/optimizer``.  A thread has a single state slot: the innermost state
+wins and leaving any state clears the slot (the outer one is not restored), as in Proton.
+"""
+from __future__ import annotations
+
+import time
+from functools import wraps
+
+from . import recording
+from .events import G, tls, thread_ctx
+from .flags import flags
+from ..tree import callpath
+
+#: name of the state around launch-metadata evaluation and metric-kernel work
+COMPUTE_METADATA_SCOPE_NAME = "__proton_launch_metadata"
+#: prefix of the per-kernel metadata state name
+COMPUTE_METADATA_SCOPE_PREFIX = "__proton_launch_metadata:"
+
+_child = callpath.child
+_flags = flags
+_time_ns = time.time_ns
+
+
+def _set(name) -> None:
+    """Set (None: clear) the calling thread's state.  ``state.__enter__``/``__exit__`` inline
+    the fast path below (a call costs ~15 % of a state)."""
+    try:
+        ctx = tls.ctx
+    except AttributeError:
+        ctx = thread_ctx()
+    v = ctx.view
+    if v is not None:
+        ctx.state = name
+        if v.logging:
+            log = v.log
+            log.append(_time_ns())
+            if name is None:
+                log.append(v.top)
+            else:
+                node = v.kids.get(name)
+                log.append(_child(v.top, name) if node is None else node)
+        return
+    _set_slow(ctx, name)
+
+
+def _set_slow(ctx, name) -> None:
+    """:func:`_set` for a thread without a fast-path view (several views, python context, ...)."""
+    if not G.sessions:
+        ctx.state = None
+        return
+    recording.set_state(ctx, name)
+
+
+class state:
+    """A context manager and decorator that sets the thread's state while it is entered.
+
+    Usage::
+
+        with proton.state("optimizer"):
+            step()
+
+    Args:
+        name: the frame name appended below the current scope path.
+    """
+
+    __slots__ = ("name", "__dict__")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self):
+        # a thread's fast-path view exists only while profiling is on (events.resync)
+        try:
+            ctx = tls.ctx
+        except AttributeError:
+            ctx = thread_ctx()
+        v = ctx.view
+        if v is not None:
+            if v.logging:
+                name = ctx.state = self.name
+                log = v.log
+                log.append(_time_ns())
+                node = v.kids.get(name)
+                log.append(_child(v.top, name) if node is None else node)
+            else:
+                ctx.state = self.name
+        elif _flags.profiling_on:
+            _set_slow(ctx, self.name)
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback) -> None:
+        try:
+            ctx = tls.ctx
+        except AttributeError:
+            ctx = thread_ctx()
+        v = ctx.view
+        if v is not None:
+            ctx.state = None
+            if v.logging:
+                log = v.log
+                log.append(_time_ns())
+                log.append(v.top)
+        elif _flags.profiling_on:
+            _set_slow(ctx, None)
+
+    def __call__(self, func):
+        @wraps(func)
+        def wrapper(*args, **kwargs):
+            if flags.profiling_on:
+                _set(self.name)
+            ret = func(*args, **kwargs)
+            if flags.profiling_on:
+                _set(None)
+            return ret
+
+        return wrapper
+
+
+class metadata_state(state):
+    """The state Proton uses around launch-metadata work; the viewer hides its nodes.
+
+    Args:
+        kernel_name: when given, the state is ``__proton_launch_metadata:<kernel_name>``.
+    """
+
+    def __init__(self, kernel_name=None) -> None:
+        super().__init__(get_metadata_state_name(kernel_name))
+
+
+def enter_state(name: str) -> None:
+    """Set the thread's state to ``name`` (replacing any current state)."""
+    _set(name)
+
+
+def exit_state() -> None:
+    """Clear the thread's state (harmless when none is set)."""
+    _set(None)
+
+
+def get_metadata_state_name(kernel_name=None) -> str:
+    """``__proton_launch_metadata`` or ``__proton_launch_metadata:<kernel_name>``."""
+    if not kernel_name:
+        return COMPUTE_METADATA_SCOPE_NAME
+    return f"{COMPUTE_METADATA_SCOPE_PREFIX}{kernel_name}"
