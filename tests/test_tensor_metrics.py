@@ -41,7 +41,7 @@ def test_decode_stops_at_an_unknown_seq():
 
 INTERPRETED = """
 import torch, proton_ctypes as proton
-from proton_ctypes import tensor_metrics as tm
+from proton_ctypes.core import tensor_metrics as tm
 from proton_ctypes.metric import TensorMetric
 
 class FakeDev:  # a CPU tensor that claims to live on a device, for the interpreter

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tree.metrics import DOUBLE, INT, VDOUBLE, VINT
+
 FLOPS_WIDTHS = (8, 16, 32, 64)
 
-#: metric type indices, as libproton numbers them
-METRIC_TYPE_INT64, METRIC_TYPE_DOUBLE, METRIC_TYPE_VECTOR_INT64, METRIC_TYPE_VECTOR_DOUBLE = 0, 1, 2, 3
+#: metric type indices, as libproton numbers them (the tree's value types)
+METRIC_TYPE_INT64, METRIC_TYPE_DOUBLE, METRIC_TYPE_VECTOR_INT64, METRIC_TYPE_VECTOR_DOUBLE = INT, DOUBLE, VINT, VDOUBLE
 
 _FLOAT_KEYS = frozenset(["flops"] + [f"flops{w}" for w in FLOPS_WIDTHS])
 _SCALAR_TYPES = (int, float, bool)

@@ -62,6 +62,4 @@ def attribute_samples(backend, groups: dict) -> None:
             vals = [int(x) for x in values]
             for s in sessions:
                 with s.lock:
-                    flex = s.current.flex
-                    for name, val in zip(METRIC_NAMES, vals):
-                        tmetrics.add_one(flex, node, name, val)
+                    tmetrics.add((s.current.flex,), node, dict(zip(METRIC_NAMES, vals)))

@@ -150,13 +150,8 @@ def session_targets(targets):
 
 def add_metrics(ctx, sid, targets, scalar: dict) -> None:
     """Validate ``scalar`` metrics (all or nothing) and add them at each target node."""
-    items = tmetrics.normalize_all(scalar)
     for s, node in session_targets(targets):
-        flex = s.current.flex
-        nm = flex.get(node)
-        if nm is None:
-            nm = flex[node] = {}
-        tmetrics.add(nm, items)
+        tmetrics.add((s.current.flex,), node, scalar)
     rec = ctx.open_trace.get(sid) if ctx.open_trace else None
     if rec is not None:
         raw = rec[2]

@@ -23,7 +23,7 @@ from .metric_values import transform_tensor_metrics
 from .tensor_metrics import add_tensor_metrics
 from ..tree import callpath
 from ..tree import metrics as _tmetrics
-from ..tree.metrics import add_new, add_plain, add_scalar
+from ..tree.metrics import DOUBLE, I64_MAX, I64_MIN, INT, PTY, add_plain, add_value
 
 _flags = flags
 
@@ -37,6 +37,8 @@ _time_ns = time.time_ns
 # bound by assignment, not import: CPython 3.11 compiles ``name.get(...)`` on an imported
 # name as an attribute load (no LOAD_METHOD), which costs a bound-method object per call
 _scalar_keys = _tmetrics.scalar_keys
+#: a range every small int is in: one compare of two machine-size ints before the int64 test
+_SMALL_MIN, _SMALL_MAX = -(1 << 30) + 1, (1 << 30) - 1
 
 thread_local_scopes = threading.local()
 
@@ -88,7 +90,7 @@ def _enter(obj, metrics) -> int:
         node = _push(ctx, v, sid, name)
         obj._targets = ((v, node),)
         if metrics:
-            if not (add_scalar(v.flexes, node, metrics) or _fast_metrics(v, node, metrics)):
+            if not add_plain(v.flexes, node, metrics):
                 _add_scope_metrics(ctx, sid, obj._targets, metrics)
             elif ctx.state is not None:
                 recording.clear_state_after_metrics(ctx)
@@ -97,20 +99,6 @@ def _enter(obj, metrics) -> int:
     if metrics:
         _add_scope_metrics(ctx, sid, obj._targets, metrics)
     return sid
-
-
-def _fast_metrics(v, node, metrics) -> bool:
-    """Add plain int/float metrics to every session of view ``v``; False if not plain.
-
-    (A one-entry dict is :func:`add_scalar`'s, which the callers try first.)
-    """
-    for key, val in metrics.items():
-        t = type(val)
-        if (t is not int and t is not float) or type(key) is not str:
-            return False
-    for flex in v.flexes:
-        add_plain(flex, node, metrics)
-    return True
 
 
 def _exit(sid) -> None:
@@ -201,7 +189,7 @@ class scope:
         m = self.metrics
         if m:
             if len(m) == 1:
-                # one plain number under a known key: tree.metrics.add_scalar, inlined
+                # one plain number under a key seen before: tree.metrics.add_plain, inlined
                 for k in m:
                     break
                 info = _scalar_keys.get(k)
@@ -209,10 +197,10 @@ class scope:
                     val = m[k]
                     t = type(val)
                     if t is float:
-                        vt = 1
-                    elif t is int and (-1073741823 <= val <= 1073741823  # cheap compare first
-                                       or -9223372036854775808 <= val <= 9223372036854775807):
-                        vt = 0
+                        vt = DOUBLE
+                    elif t is int and (_SMALL_MIN <= val <= _SMALL_MAX  # cheap compare first
+                                       or I64_MIN <= val <= I64_MAX):
+                        vt = INT
                     else:
                         vt = None
                     if vt is not None:
@@ -221,14 +209,14 @@ class scope:
                             nm = flex.get(node)
                             if nm is not None:
                                 cur = nm.get(stored)
-                                if cur is not None and cur[1] == vt and cur[0] != 1:  # 1: tree.metrics.PTY
+                                if cur is not None and cur[1] == vt and cur[0] != PTY:
                                     cur[2] += val
                                     continue
-                            add_new(flex, node, stored, info[1], vt, val)
+                            add_value(flex, node, stored, info[1], vt, val)
                         if st is not None:
                             recording.clear_state_after_metrics(ctx)
                         return self
-            if add_scalar(v.flexes, node, m) or _fast_metrics(v, node, m):
+            if add_plain(v.flexes, node, m):
                 if st is not None:
                     recording.clear_state_after_metrics(ctx)
             else:

@@ -24,6 +24,7 @@ from . import recording
 from ..backends.nvidia.driver import CudaError
 from .events import G
 from .metric_launch import DirectLauncher
+from .optional import require
 from ..tree import metrics as tmetrics
 
 _seq = itertools.count(1)
@@ -48,6 +49,7 @@ def get_kernel():
     """The Triton kernel writing one metric record (compiled on first use)."""
     global _kernel
     if _kernel is None:
+        require("a device-tensor metric", "triton", "triton")
         import triton
         import triton.language as tl
 
@@ -224,14 +226,13 @@ def add_tensor_metrics(ctx, sid, targets, tensor: dict) -> None:
         return
     for key in sorted(tensor):
         tm = tensor[key]
-        is_float = tm.metric_type_index in (1, 3)
-        vector = tm.metric_type_index in (2, 3)
+        vt = tm.metric_type_index   # libproton's numbering is the tree's value type
+        is_float = vt in (tmetrics.DOUBLE, tmetrics.VDOUBLE)
+        vector = vt >= tmetrics.VINT
         stored, pty = tmetrics.parse_key(key)
-        vt = (tmetrics.VDOUBLE if is_float else tmetrics.VINT) if vector else \
-            (tmetrics.DOUBLE if is_float else tmetrics.INT)
         zero = ([0.0] * tm.numel if is_float else [0] * tm.numel) if vector else (0.0 if is_float else 0)
         for s, node in pairs:
-            tmetrics.add(s.current.flex.setdefault(node, {}), [(stored, pty, vt, zero)])
+            tmetrics.add_value(s.current.flex, node, stored, pty, vt, zero)
         seq = next(_seq)
         device = tm.value.device
         stream = _raw_stream(device)
@@ -261,7 +262,7 @@ def _apply(records) -> None:
             pd = session.phases.get(phase)
             if pd is None:
                 continue
-            tmetrics.add(pd.flex.setdefault(node, {}), tmetrics.normalize_all({key: value}))
+            tmetrics.add((pd.flex,), node, {key: value})
 
 
 def _decode(slots):

@@ -22,7 +22,7 @@ from ..core.recording import set_state as _set_state
 from ..core.metric_values import transform_tensor_metrics
 from ..core.tensor_metrics import ensure_kernels as set_metric_kernels
 from ..core.tensor_metrics import add_tensor_metrics
-from ..tree.metrics import add_one, add_plain, plan_plain
+from ..tree import metrics as tmetrics
 from ..core.states import get_metadata_state_name as metadata_state_name
 from .hook import Hook, HookManager
 
@@ -158,19 +158,9 @@ class LaunchHook(Hook):
         if node is None:
             node = callpath.child(v.top, kernel_name)
         plan = v.plans.get(node)
-        if plan is not None and len(lazy) == plan[0]:
-            try:
-                for k, t in plan[1]:
-                    if type(lazy[k]) is not t:
-                        plan = None
-                        break
-            except KeyError:
-                plan = None
-            if plan is not None and plan[3] and not _in_int64(lazy, plan[3]):
-                plan = None
+        if plan is not None and plan.fits(lazy):
+            plan.apply(v.flexes, node, lazy)
         else:
-            plan = None
-        if plan is None:
             try:
                 planned = self._add_unplanned(v, node, lazy)
             except BaseException:
@@ -180,16 +170,6 @@ class LaunchHook(Hook):
                 _log_context(log, v)  # a tensor or another number type: the general path
                 self._enter_general(ctx, metadata, raw_name, md_state)
                 return
-        else:
-            for k, curs in plan[2]:
-                if curs is None:
-                    val = lazy[k]
-                    for flex in v.flexes:
-                        add_one(flex, node, k, val)
-                else:
-                    val = lazy[k]
-                    for cur in curs:
-                        cur[2] += val
         if log is not None:
             log.append(time_ns())
             log.append(op_code(node))
@@ -210,9 +190,8 @@ class LaunchHook(Hook):
                 return False
         v.created.add(node)
         if plain:
-            for flex in v.flexes:
-                add_plain(flex, node, plain)
-        v.plans[node] = plan_plain(v.flexes, node, lazy, _RESERVED)
+            tmetrics.add(v.flexes, node, plain)
+        v.plans[node] = tmetrics.plan(v.flexes, node, lazy, _RESERVED)
         return True
 
     def _enter_general(self, ctx, metadata, raw_name, md_state) -> None:
@@ -280,10 +259,3 @@ class LaunchHook(Hook):
         else:
             recording.op_exit(ctx)
 
-
-def _in_int64(lazy, keys) -> bool:
-    """Whether the values of ``keys`` (ints) in ``lazy`` all fit in int64."""
-    for k in keys:
-        if not -9223372036854775808 <= lazy[k] <= 9223372036854775807:
-            return False
-    return True

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Optional
 
 INT, DOUBLE, VINT, VDOUBLE = 0, 1, 2, 3
 TYPE_NAMES = ("int64_t", "double", "std::vector<int64_t>", "std::vector<double>")
 
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+#: the int64 range: an int outside it is stored as a double, as libproton converts it
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 
 ROOFLINE_FLOAT = frozenset({"flops", "flops8", "flops16", "flops32", "flops64"})
 ROOFLINE_INT = "bytes"
@@ -36,6 +38,8 @@ ADD_METRICS_TYPE_ERROR = (
 
 #: metric kinds: summed, property (last value wins), exclusive (summed, never listed at ROOT)
 PLAIN, PTY, EXC = 0, 1, 2
+#: roofline class of a key: none, ``flops*`` (stored as double), ``bytes`` (stored as int)
+ROOF_NONE, ROOF_DOUBLE, ROOF_INT = 0, 1, 2
 
 _key_cache: dict = {}
 
@@ -59,7 +63,7 @@ def _scalar(v):
     """Normalise one scalar to ``(type, value)``; raise TypeError if not numeric."""
     t = type(v)
     if t is int:
-        if _I64_MIN <= v <= _I64_MAX:
+        if I64_MIN <= v <= I64_MAX:
             return INT, v
         return DOUBLE, float(v)
     if t is float:
@@ -134,29 +138,35 @@ def _sort_key(k):
     return k
 
 
-def add(node_metrics: dict, items: list) -> None:
+def _add_items(node_metrics: dict, items: list) -> None:
     """Accumulate normalised ``items`` into one node's ``{name: [kind, type, value]}``.
 
     Applies items in order and raises at the first type or size mismatch (the items
     before it stay applied, as in Proton).
     """
     for stored, pty, vt, val in items:
-        cur = node_metrics.get(stored)
-        if cur is None:
-            node_metrics[stored] = [pty, vt, list(val) if vt >= VINT else val]
-            continue
-        if cur[1] != vt:
-            raise _type_mismatch(stored, cur[1], vt)
-        if cur[0] == PTY:
-            cur[2] = list(val) if vt >= VINT else val
-        elif vt >= VINT:
-            old = cur[2]
-            if len(old) != len(val):
-                raise ValueError(f"[PROTON] Vector metric size mismatch for valueId 0 ({stored}): "
-                                 f"current={len(old)}, new={len(val)}")
-            cur[2] = [a + b for a, b in zip(old, val)]
-        else:
-            cur[2] = cur[2] + val
+        _accumulate(node_metrics, stored, pty, vt, val)
+
+
+def _accumulate(node_metrics: dict, stored: str, pty: int, vt: int, val) -> None:
+    """Create, overwrite (property) or sum one normalised value; Proton's errors on a type
+    or vector-size mismatch."""
+    cur = node_metrics.get(stored)
+    if cur is None:
+        node_metrics[stored] = [pty, vt, list(val) if vt >= VINT else val]
+        return
+    if cur[1] != vt:
+        raise _type_mismatch(stored, cur[1], vt)
+    if cur[0] == PTY:
+        cur[2] = list(val) if vt >= VINT else val
+    elif vt >= VINT:
+        old = cur[2]
+        if len(old) != len(val):
+            raise ValueError(f"[PROTON] Vector metric size mismatch for valueId 0 ({stored}): "
+                             f"current={len(old)}, new={len(val)}")
+        cur[2] = [a + b for a, b in zip(old, val)]
+    else:
+        cur[2] = cur[2] + val
 
 
 def json_value(vt: int, value):
@@ -179,33 +189,7 @@ def trace_string(vt: int, value) -> str:
     return "[" + ",".join("%f" % x for x in value) + "]"
 
 
-def add_plain(flex: dict, node: int, metrics: dict) -> None:
-    """Fast path of :func:`add` for a dict whose values are all ``int``/``float``."""
-    keys = sorted(metrics) if len(metrics) > 1 else metrics
-    for k in keys:
-        add_one(flex, node, k, metrics[k])
-
-
-def add_one(flex: dict, node: int, k: str, val) -> None:
-    """Fast path of :func:`add` for one ``int``/``float`` value under a ``str`` key."""
-    r = _key_cache.get(k)
-    if r is None:
-        r = parse_key(k)
-    if type(val) is int:
-        if k in ROOFLINE_FLOAT:
-            vt, val = DOUBLE, float(val)
-        elif _I64_MIN <= val <= _I64_MAX:
-            vt = INT
-        else:
-            vt, val = DOUBLE, float(val)
-    elif k == ROOFLINE_INT:
-        vt, val = INT, int(val)
-    else:
-        vt = DOUBLE
-    add_new(flex, node, r[0], r[1], vt, val)
-
-
-#: raw key -> (stored name, kind, roofline: 0 none, 1 ``flops*`` (double), 2 ``bytes`` (int))
+#: raw key -> (stored name, kind, roofline class ``ROOF_*``)
 _plain_info: dict = {}
 #: the same for the keys of roofline 0 only (``(stored name, kind)``): a value of such a key
 #: is stored as given (a float, or an int within int64)
@@ -217,87 +201,149 @@ def _info(k):
     if type(k) is not str:
         return None
     stored, pty = parse_key(k)
-    roof = 1 if k in ROOFLINE_FLOAT else (2 if k == ROOFLINE_INT else 0)
+    roof = ROOF_DOUBLE if k in ROOFLINE_FLOAT else (ROOF_INT if k == ROOFLINE_INT else ROOF_NONE)
     info = _plain_info[k] = (stored, pty, roof)
-    if not roof:
+    if roof == ROOF_NONE:
         scalar_keys[k] = (stored, pty)
     return info
 
 
-def add_scalar(flexes, node: int, metrics: dict) -> bool:
-    """Add a one-entry dict of a plain ``int``/``float`` to ``node`` in every flex of ``flexes``.
+def add(flexes, node: int, metrics: dict) -> None:
+    """Add a dict of host metric values to ``node`` in every flex of ``flexes``: the one
+    entry point for user metrics (see the module doc for the rules).
 
-    Returns False, having added nothing, if the entry is not plain (or the dict does not
-    hold exactly one entry).  The value is normalised once for all the flexes; on a type
-    mismatch the flexes before the failing one stay updated, as with :func:`add_one`.
+    A dict of plain ``int``/``float`` values takes :func:`add_plain`; anything else is
+    normalised first, all or nothing (Proton's ``TypeError`` before any add).  Keys are
+    applied in sorted order; a type mismatch raises at the first failing key and flex,
+    the keys and flexes before it staying applied, as in Proton.
     """
-    if len(metrics) != 1:
-        return False
-    for k in metrics:
-        break
-    val = metrics[k]
-    info = _plain_info.get(k)
-    if info is None:
-        info = _info(k)
-        if info is None:
-            return False
-    t = type(val)
-    if t is float:
-        vt = 1
-        if info[2] == 2:
-            vt, val = 0, int(val)
-    elif t is int:
-        vt = 0
-        if info[2] == 1 or not -9223372036854775808 <= val <= 9223372036854775807:
-            vt, val = 1, float(val)
-    else:
-        return False
-    stored = info[0]
+    if add_plain(flexes, node, metrics):
+        return
+    items = normalize_all(metrics)
     for flex in flexes:
         nm = flex.get(node)
-        if nm is not None:
-            cur = nm.get(stored)
-            if cur is not None and cur[1] == vt and cur[0] != PTY:
-                cur[2] += val
-                continue
-        add_new(flex, node, stored, info[1], vt, val)
+        if nm is None:
+            nm = flex[node] = {}
+        _add_items(nm, items)
+
+
+def _plain_value(info, val):
+    """``(type, value)`` of a plain value under a key of cached ``info``; None if not plain."""
+    t = type(val)
+    if t is float:
+        if info[2] == ROOF_INT:
+            return INT, int(val)
+        return DOUBLE, val
+    if t is int:
+        if info[2] == ROOF_DOUBLE or not I64_MIN <= val <= I64_MAX:
+            return DOUBLE, float(val)
+        return INT, val
+    return None
+
+
+def add_plain(flexes, node: int, metrics: dict) -> bool:
+    """The fast path of :func:`add`: a dict whose keys are ``str`` and whose values are all
+    ``int``/``float``.  Returns False, having added nothing, for any other dict.
+
+    Each value is normalised once for all the flexes; a sum updates the stored entry in
+    place.
+    """
+    if len(metrics) == 1:
+        for k in metrics:
+            break
+        keys = (k,)
+    else:
+        for k in metrics:
+            if type(k) is not str:
+                return False
+        keys = sorted(metrics)
+    norm = []
+    for k in keys:
+        info = _plain_info.get(k)
+        if info is None:
+            info = _info(k)
+            if info is None:
+                return False
+        tv = _plain_value(info, metrics[k])
+        if tv is None:
+            return False
+        norm.append((info[0], info[1], tv[0], tv[1]))
+    for flex in flexes:
+        nm = flex.get(node)
+        for stored, kind, vt, val in norm:
+            if nm is not None:
+                cur = nm.get(stored)
+                if cur is not None and cur[1] == vt and cur[0] != PTY:
+                    cur[2] += val
+                    continue
+            add_value(flex, node, stored, kind, vt, val)
+            nm = flex[node]
     return True
 
 
-def add_new(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None:
+def add_value(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None:
     """Add one normalised value to ``flex[node][stored]``: create it, overwrite a property,
-    sum, or raise Proton's type mismatch (the slow path of :func:`add_scalar` and
-    :func:`add_one`)."""
+    sum, or raise Proton's type mismatch (the primitive under :func:`add_plain`)."""
     nm = flex.get(node)
     if nm is None:
         nm = flex[node] = {}
-    cur = nm.get(stored)
-    if cur is None:
-        nm[stored] = [pty, vt, val]
-    elif cur[1] != vt:
-        raise _type_mismatch(stored, cur[1], vt)
-    elif cur[0] == PTY:
-        cur[2] = val
-    else:
-        cur[2] += val
+    _accumulate(nm, stored, pty, vt, val)
 
 
-def plan_plain(flexes, node: int, data: dict, skip) -> tuple:
-    """A reusable plan for adding launch metadata shaped like ``data`` to ``node``.
+class Plan:
+    """How to add launch metadata shaped like one dict to one node, reused across launches.
 
-    Call it right after ``data``'s plain metrics were added to ``node`` in every flex of
-    ``flexes`` (so every stored entry exists).  ``data`` must hold only ``int``/``float``
-    metric values besides the keys in ``skip`` and values that are not metrics.  Returns
-    ``(size, typed, entries, wide)``; the plan applies to a later dict of the same size
-    whose value under each key of ``typed`` (every key but ``name``) has the type given
-    there.  ``entries`` lists, in sorted key order, ``(key, curs)`` where ``curs`` holds
-    the stored ``[kind, type, value]`` list of each flex, whose value a plain sum may
-    update in place; ``curs`` is None for keys that need :func:`add_one` (properties, a
-    float ``bytes``).  ``wide`` lists the keys whose int values must be checked against
-    the int64 range first (outside it the value is a double, a type mismatch that
-    :func:`add_plain` reports).  None if a metric key is not a ``str``.
+    Made by :func:`plan` right after that dict's plain metrics were added to the node in
+    every flex (so every stored entry exists).  It applies to a later dict that
+    :meth:`fits`: the same size, the same type under each key of :attr:`types`, and the
+    ints of :attr:`wide` within int64 (outside it the value is a double, a type mismatch
+    that :func:`add` reports).  :meth:`apply` then adds each metric, in sorted key order,
+    to the stored ``[kind, type, value]`` lists of :attr:`steps` in place, or through
+    :func:`add` for keys that need it (properties, a float ``bytes``).
     """
-    entries, wide = [], []
+
+    __slots__ = ("size", "types", "steps", "wide")
+
+    def __init__(self, size: int, types: tuple, steps: tuple, wide: tuple):
+        self.size = size
+        #: ``(key, type)`` for every key but ``name``
+        self.types = types
+        #: ``(key, stored entries of each flex or None)`` in sorted key order
+        self.steps = steps
+        #: keys whose int values must be range-checked
+        self.wide = wide
+
+    def fits(self, data: dict) -> bool:
+        """Whether this plan applies to ``data``."""
+        if len(data) != self.size:
+            return False
+        try:
+            for k, t in self.types:
+                if type(data[k]) is not t:
+                    return False
+            for k in self.wide:
+                if not I64_MIN <= data[k] <= I64_MAX:
+                    return False
+        except KeyError:
+            return False
+        return True
+
+    def apply(self, flexes, node: int, data: dict) -> None:
+        """Add ``data``'s metrics (a dict that :meth:`fits`) to ``node`` in ``flexes``."""
+        for k, curs in self.steps:
+            val = data[k]
+            if curs is None:
+                add(flexes, node, {k: val})
+            else:
+                for cur in curs:
+                    cur[2] += val
+
+
+def plan(flexes, node: int, data: dict, skip) -> Optional[Plan]:
+    """A :class:`Plan` for dicts shaped like ``data``, whose ``int``/``float`` values under
+    keys not in ``skip`` are its metrics (``data`` holds no other metric values).  None if
+    a metric key is not a ``str``."""
+    steps, wide = [], []
     metric_keys = [k for k, val in data.items() if k not in skip and type(val) in (int, float)]
     for k in sorted(metric_keys):   # the keys add_plain sorted: comparable
         val = data[k]
@@ -306,11 +352,11 @@ def plan_plain(flexes, node: int, data: dict, skip) -> tuple:
         if info is None:
             return None
         stored, kind, roof = info
-        if kind == PTY or (t is float and roof == 2):
-            entries.append((k, None))
+        if kind == PTY or (t is float and roof == ROOF_INT):
+            steps.append((k, None))
             continue
-        entries.append((k, tuple(flex[node][stored] for flex in flexes)))
-        if t is int and roof != 1:
+        steps.append((k, tuple(flex[node][stored] for flex in flexes)))
+        if t is int and roof != ROOF_DOUBLE:
             wide.append(k)
-    typed = tuple((k, type(val)) for k, val in data.items() if k != "name")
-    return len(data), typed, tuple(entries), tuple(wide)
+    types = tuple((k, type(val)) for k, val in data.items() if k != "name")
+    return Plan(len(data), types, tuple(steps), tuple(wide))
