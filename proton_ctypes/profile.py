@@ -69,9 +69,6 @@ def start(
     backend = select.auto_select() if backend is None else backend
     mode_str = _mode_str(backend, mode)
     _check_env(backend)
-    if backend == "instrumentation":
-        from .backends.instrumentation.backend import ensure_registered
-        ensure_registered()
     session = manager.create(name, context, data, backend, mode_str)
     knobs.export_defaults(backend)
     if isinstance(hook, Hook):

@@ -7,7 +7,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import EXISTING_DRIVER_CBIDS, EXISTING_RUNTIME_CBIDS, FakeCupti, FakeDriver  # noqa: E402
 
-from proton_ctypes.backends.cupti import CuptiBackend, parse_mode  # noqa: E402
+from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
+from proton_ctypes.backends.modes import parse_mode  # noqa: E402
 
 
 @pytest.mark.parametrize("mode,expected", [
@@ -17,33 +18,47 @@ from proton_ctypes.backends.cupti import CuptiBackend, parse_mode  # noqa: E402
     ("periodic_flushing:format=hatchet_msgpack", ("periodic_flushing", {"format": "hatchet_msgpack"})),
 ])
 def test_supported_modes_parse(mode, expected):
-    assert parse_mode(mode) == expected
+    assert parse_mode("cupti", mode) == expected
 
 
 @pytest.mark.parametrize("mode,message", [
     ("nope", "unsupported mode: nope"),
     ("periodic_flushing:format=csv", "unsupported format: csv"),
     ("periodic_flushing:size=3", "unsupported option key: size"),
+    ("nope:format=hatchet", "unsupported mode: nope"),
+    ("PCSampling", "unsupported mode: PCSampling"),
 ])
 def test_unsupported_mode_raises_protons_value_error(mode, message):
     with pytest.raises(ValueError, match=rf"^\[PROTON\] CuptiProfiler: {message}$"):
-        parse_mode(mode)
+        parse_mode("cupti", mode)
 
 
-def test_mode_errors_agree_with_the_profilers_own_validation():
+def test_the_backend_and_the_session_layer_raise_the_same_mode_errors():
     from proton_ctypes.backends import select
-    for mode in ("nope", "periodic_flushing:format=csv", "periodic_flushing:size=3"):
-        with pytest.raises(ValueError) as ours:
-            parse_mode(mode)
-        with pytest.raises(ValueError) as theirs:
+    for mode in ("nope", "periodic_flushing:format=csv", "periodic_flushing:size=3", "pcsampling:interval=0"):
+        with pytest.raises(ValueError) as backend:
+            CuptiBackend(lib=FakeCupti(), driver=FakeDriver()).start(lambda batch: None, mode)
+        with pytest.raises(ValueError) as session_layer:
             select.validate_mode("cupti", mode)
-        assert str(ours.value) == str(theirs.value)
+        assert str(backend.value) == str(session_layer.value)
+
+
+def test_periodic_formats_are_the_writers_formats():
+    from proton_ctypes.writers import FORMATS
+    for fmt in FORMATS:
+        assert parse_mode("cupti", f"periodic_flushing:format={fmt}") == ("periodic_flushing", {"format": fmt})
+
+
+def test_only_the_first_periodic_option_is_read_as_in_proton():
+    assert parse_mode("cupti", "periodic_flushing:format=chrome_trace:size=3") == \
+        ("periodic_flushing", {"format": "chrome_trace"})
+    assert parse_mode("cupti", "periodic_flushing:flag:format=csv") == ("periodic_flushing", {"format": "hatchet"})
 
 
 @pytest.mark.parametrize("mode", ["pcsampling", "pcsampling:interval=1000"])
 def test_pcsampling_is_accepted(mode):
     """Implemented since; its behaviour is tested in test_cupti_pcsampling.py."""
-    assert parse_mode(mode) == ("pcsampling", {"interval": 1000, "sampling_period": 10})
+    assert parse_mode("cupti", mode) == ("pcsampling", {"interval": 1000})
 
 
 def test_another_cupti_subscriber_is_a_clear_error_not_a_crash():

@@ -7,7 +7,9 @@ import pathlib
 import pytest
 
 from fakes.fake_rocprofiler import FakeRocprofilerSdk
+from proton_ctypes.backends import select
 from proton_ctypes.backends.amd import lib as rocm_lib, sdk_runtime as rocm_sdk_runtime
+from proton_ctypes.backends.modes import parse_mode
 from proton_ctypes.backends.amd.sdk_api import RocprofilerError
 from proton_ctypes.backends.rocprof import RocprofilerBackend, load_rocprofiler
 
@@ -131,19 +133,33 @@ def test_rocprof_periodic_flushing_options_are_checked(backends, mode, msg):
     assert str(e.value) == msg
 
 
-def test_rocprof_mode_objects_and_case_are_accepted(backends):
+def test_rocprof_mode_objects_are_read_through_str(backends):
     class Mode:
         def __str__(self):
-            return "Periodic_Flushing"
+            return "periodic_flushing:format=hatchet_msgpack"
 
-    assert rocm_lib.parse_mode(Mode(), "rocprofiler", ("periodic_flushing",)) == \
-        ("periodic_flushing", {"format": "hatchet"})
-    assert rocm_lib.parse_mode(None, "rocprofiler", ()) == ("", {})
+    fake, b = backends()
+    b.start(lambda batch: None, Mode())
+    assert (b.mode, b.mode_options) == ("periodic_flushing", {"format": "hatchet_msgpack"})
+    assert parse_mode("rocprofiler", None) == ("", {})
+
+
+def test_rocprof_mode_names_are_matched_exactly_as_the_session_layer_does(backends):
+    fake, b = backends()
+    for mode in ("Periodic_Flushing", "nope"):
+        with pytest.raises(ValueError) as backend_error:
+            b.start(lambda batch: None, mode)
+        with pytest.raises(ValueError) as session_error:
+            select.validate_mode("rocprofiler", mode)
+        assert str(backend_error.value) == str(session_error.value) == \
+            f"[PROTON] RocprofSDKProfiler: unsupported mode: {mode}"
 
 
 def test_rocprof_backend_never_imports_the_api_layer():
     root = pathlib.Path(__file__).resolve().parents[1] / "proton_ctypes" / "backends"
-    for path in list(root.glob("rocm_*.py")) + [root / "rocprof.py", root / "roctracer.py", root / "rocprof_layout.py"]:
+    paths = list((root / "amd").glob("*.py")) + [root / "rocprof.py", root / "roctracer.py", root / "modes.py"]
+    assert len(paths) > 3
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 mod = ("." * node.level) + (node.module or "")

@@ -29,12 +29,12 @@ import numpy as np
 
 from .nvidia import layout as L
 from .nvidia.buffers import DEFAULT_BUFFER_BYTES, DEFAULT_MAX_BUFFERS, BufferPool
-from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub
+from .modes import parse_mode
+from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub, torch_profiler_active
 from .nvidia.join import Joiner
 from .nvidia.lib import (DRIVER_LAUNCH_CBIDS, EXTERNAL_CORRELATION_KIND_CUSTOM0, FLUSH_FORCED,
                          GRAPH_LAUNCH_CBIDS, MAX_CBID, RUNTIME_LAUNCH_CBIDS, THREAD_ID_TYPE_SYSTEM, CuptiLib,
                          load_cupti)
-from .nvidia.modes import parse_mode, torch_profiler_active
 from .nvidia.parse import BufferParser, concat_columns
 
 #: Largest |CUPTI clock - time.time_ns()| accepted for the timestamp join.
@@ -110,7 +110,7 @@ class CuptiBackend:
     def start(self, sink: Callable[[np.ndarray], None], mode: str = "",
               python_context: Optional[Callable[[], int]] = None) -> None:
         """Begin collecting kernels; hand each parsed batch to ``sink`` (from any thread)."""
-        parsed_mode = parse_mode(mode)
+        parsed_mode = parse_mode(self.name, mode)
         if self.running:
             raise RuntimeError("[PROTON] CuptiProfiler: already started")
         if _ACTIVE and _ACTIVE[0] is not self:
@@ -440,11 +440,11 @@ class CuptiBackend:
     # ------------------------------------------------------------------ helpers
     def _make_pc_sampler(self, lib: CuptiLib):
         """``mode="pcsampling"``: the PC sampler, feeding each launch's samples to the tree."""
-        from .nvidia.pcsampling import PCSampler
+        from .nvidia.pcsampling import PCSampler, pc_sampling_period
         if self.pc_attribution is None:
             raise RuntimeError("[PROTON] CuptiProfiler: pcsampling needs the profiler's sample attribution")
         sessions_active, attribute_samples = self.pc_attribution
-        pc = PCSampler(lib, self.mode[1]["sampling_period"], self._synchronize,
+        pc = PCSampler(lib, pc_sampling_period(self.mode[1]["interval"]), self._synchronize,
                        lambda groups: attribute_samples(self, groups))
         pc.active = lambda: sessions_active(self)
         return pc

@@ -29,9 +29,9 @@ from .amd import devices as rocm_devices, lib as rocm_lib, parse as rocm_parse
 from .amd import sdk_api as api
 from .amd.sdk_runtime import SdkRuntime, runtime_for
 from .amd.layout import HIP_API_V0, HIP_API_V1, KERNEL_DISPATCH
+from .modes import PROFILER_NAMES, parse_mode
 
 UNKNOWN_KERNEL = "<unknown>"
-MODES = ("pcsampling", "periodic_flushing")
 _KD_FIELDS = ("size", "corr_internal", "thread_id", "start", "end", "agent_id", "queue_id", "kernel_id")
 
 
@@ -115,10 +115,10 @@ class RocprofilerBackend:
     def start(self, sink, mode, python_context=None) -> None:
         """Check the environment and mode, register the tool if needed, begin delivering to ``sink``."""
         rocm_lib.check_amd_env(self._environ)
-        name, opts = rocm_lib.parse_mode(mode, "rocprofiler", MODES)
+        name, opts = parse_mode("rocprofiler", mode)
         if name == "pcsampling":
             raise rocm_lib.ModeNotImplemented(
-                f"[PROTON] {rocm_lib.PROFILER_NAMES['rocprofiler']}: unsupported mode: pcsampling "
+                f"[PROTON] {PROFILER_NAMES['rocprofiler']}: unsupported mode: pcsampling "
                 "(PC sampling through rocprofiler-sdk is not implemented by proton_ctypes)")
         rt = self.configure()
         if not rt.initialized:

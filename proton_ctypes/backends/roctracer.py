@@ -33,8 +33,8 @@ from .amd import tracer_api as rt_api
 from .amd.layout import (HIP_API_DATA_CORRELATION, HIP_API_DATA_PHASE, ROCTRACER_DOMAIN_HIP_API,
                          ROCTRACER_DOMAIN_HIP_OPS, ROCTRACER_KIND_KERNEL, ROCTRACER_KIND_TASK,
                          ROCTRACER_RECORD)
+from .modes import parse_mode
 
-MODES = ("periodic_flushing",)
 UNKNOWN_KERNEL = "<unknown>"
 
 
@@ -102,7 +102,7 @@ class RoctracerBackend:
     def start(self, sink, mode, python_context=None) -> None:
         """Check environment and mode, load roctracer, open the pool and start tracing."""
         rocm_lib.check_amd_env(self._environ)
-        name, opts = rocm_lib.parse_mode(mode, "roctracer", MODES)
+        name, opts = parse_mode("roctracer", mode)
         if self.tracer is None:
             self.tracer = load_roctracer(self._lib_arg, self._environ)
         tr = self.tracer

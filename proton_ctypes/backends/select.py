@@ -9,18 +9,9 @@ from __future__ import annotations
 import warnings
 
 from .host import HostBackend
+from .modes import DEFAULT_PERIODIC_FORMAT, parse_mode
 
 KNOWN = ("cupti", "rocprofiler", "roctracer", "instrumentation", "host")
-
-#: display names used in Proton's mode errors
-PROFILER_NAMES = {"cupti": "CuptiProfiler", "rocprofiler": "RocprofSDKProfiler",
-                  "roctracer": "RoctracerProfiler", "host": "HostProfiler", "mock": "CuptiProfiler",
-                  "instrumentation": "InstrumentationProfiler"}
-
-#: modes each backend accepts (by the part before the first ':')
-MODES = {"cupti": ("pcsampling", "periodic_flushing"), "rocprofiler": ("pcsampling", "periodic_flushing"),
-         "roctracer": ("periodic_flushing",), "host": ("periodic_flushing",),
-         "mock": ("pcsampling", "periodic_flushing")}
 
 _factories = {}
 _instances = {}
@@ -40,6 +31,8 @@ def unregister(name: str) -> None:
 
 
 def _default_factory(name):
+    # The GPU backends are imported when first selected, never before: each costs 40-90 ms to
+    # import (ctypes structures, record layouts) and only one of them is ever used.
     if name == "host":
         return HostBackend
     if name == "cupti":
@@ -51,6 +44,9 @@ def _default_factory(name):
     if name == "roctracer":
         from .roctracer import RoctracerBackend
         return RoctracerBackend
+    if name == "instrumentation":
+        from .instrumentation.backend import InstrumentationBackend
+        return InstrumentationBackend
     raise ValueError(f"[PROTON] Unknown profiler: {name}")
 
 
@@ -72,7 +68,7 @@ def get(name: str):
 def target_backend():
     """The active Triton driver's target backend (``"cuda"``, ``"hip"``) or None."""
     try:
-        import triton
+        import triton  # only here: importing triton takes seconds and it may be absent (host-only installs)
         return triton.runtime.driver.active.get_current_target().backend
     except Exception as e:  # no driver, no GPU, broken install
         return e
@@ -86,7 +82,7 @@ def auto_select() -> str:
         return "cupti"
     if target == "hip":
         try:
-            from .rocprof import load_rocprofiler
+            from .rocprof import load_rocprofiler  # imported on ROCm only (see _default_factory)
             load_rocprofiler()
             return "rocprofiler"
         except Exception:
@@ -100,27 +96,11 @@ def auto_select() -> str:
 
 
 def validate_mode(backend: str, mode: str) -> None:
-    """Raise Proton's ``ValueError`` for a mode the backend does not know."""
-    if not mode or backend == "instrumentation":
-        return
-    parts = mode.split(":")
-    base = parts[0]
-    prof = PROFILER_NAMES.get(backend, backend)
-    if base not in MODES.get(backend, ()):
-        raise ValueError(f"[PROTON] {prof}: unsupported mode: {base}")
-    if base == "periodic_flushing":
-        periodic_format(backend, mode)
+    """Raise Proton's ``ValueError`` for a mode the backend does not know (:func:`.modes.parse_mode`)."""
+    if backend != "instrumentation":  # its modes are checked by its hook (.instrumentation.modes)
+        parse_mode(backend, mode)
 
 
 def periodic_format(backend: str, mode: str) -> str:
     """The output format of a ``periodic_flushing[:format=F]`` mode (Proton's errors)."""
-    parts = mode.split(":")
-    prof = PROFILER_NAMES.get(backend, backend)
-    if len(parts) < 2 or "=" not in parts[1]:
-        return "hatchet"
-    key, value = parts[1].split("=", 1)
-    if key != "format":
-        raise ValueError(f"[PROTON] {prof}: unsupported option key: {key}")
-    if value not in ("hatchet_msgpack", "chrome_trace", "hatchet"):
-        raise ValueError(f"[PROTON] {prof}: unsupported format: {value}")
-    return value
+    return parse_mode(backend, mode)[1].get("format", DEFAULT_PERIODIC_FORMAT)

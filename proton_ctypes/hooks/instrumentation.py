@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from ..core.flags import flags
+from ..core.states import metadata_state
 from .hook import Hook
 
 
@@ -45,7 +46,8 @@ class InstrumentationHook(Hook):
         from ..backends.instrumentation.allocator import ProfileAllocator
         from ..backends.instrumentation.modes import interpret_mode
         self.mode = interpret_mode(mode_obj)
-        self.allocator = ProfileAllocator(self, self.profile_buffer_alignment, self.profile_buffer_size)
+        self.allocator = ProfileAllocator(self, self.profile_buffer_alignment, self.profile_buffer_size,
+                                          guard=metadata_state)
         from ..backends.instrumentation.metadata import KERNELS
         #: function handle -> KernelInfo of the loaded kernels (process-wide, as libproton's)
         self.kernels: Dict[Any, Any] = KERNELS

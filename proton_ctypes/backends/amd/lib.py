@@ -1,5 +1,5 @@
 """Shared pieces of the AMD backends: finding the ROCm libraries, the AMD environment
-check, mode strings and clock calibration.
+check and clock calibration.
 
 Loading order for a ROCm library (the first that works wins; the winner is kept as the
 loader's ``source`` for the profile metadata):
@@ -20,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from typing import Callable, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 ROCPROFILER_SDK_SONAME = "librocprofiler-sdk.so"
 ROCTRACER_SONAME = "libroctracer64.so"
@@ -32,11 +32,6 @@ KNOBS = {
     ROCTRACER_SONAME: ("TRITON_ROCTRACER_LIB_PATH", "TRITON_ROCTRACER_LIBRARY"),
     HSA_SONAME: ("TRITON_HSA_RUNTIME_PATH", "TRITON_HSA_RUNTIME_LIBRARY"),
 }
-
-#: Profiler names used in Proton's own error messages (csrc/lib/Profiler/*).
-PROFILER_NAMES = {"rocprofiler": "RocprofSDKProfiler", "roctracer": "RoctracerProfiler"}
-
-PERIODIC_FORMATS = ("hatchet", "hatchet_msgpack", "chrome_trace")
 
 
 class LibraryNotFound(RuntimeError):
@@ -151,38 +146,6 @@ def check_amd_env(environ=None) -> None:
 # ---------------------------------------------------------------------------- modes
 class ModeNotImplemented(NotImplementedError, ValueError):
     """A mode Proton knows but proton_ctypes does not implement (both error types catch it)."""
-
-
-def parse_mode(mode, backend: str, allowed: Iterable[str]) -> Tuple[str, dict]:
-    """Split ``"name:key=value:..."`` into ``(name, options)``, validating it as Proton does.
-
-    ``backend`` is ``"rocprofiler"`` or ``"roctracer"``; unknown names raise
-    ``ValueError("[PROTON] <Profiler>: unsupported mode: <mode>")``; ``periodic_flushing``
-    accepts only ``format=hatchet|hatchet_msgpack|chrome_trace`` (Proton's messages).
-    """
-    profiler = PROFILER_NAMES[backend]
-    text = "" if mode is None else str(mode)
-    if not text:
-        return "", {}
-    parts = text.split(":")
-    name = parts[0]
-    if name.lower() not in allowed:
-        raise ValueError(f"[PROTON] {profiler}: unsupported mode: {name}")
-    name = name.lower()
-    opts = {}
-    for part in parts[1:]:
-        if "=" not in part:
-            continue
-        key, value = part.split("=", 1)
-        opts[key] = value
-    if name == "periodic_flushing":
-        for key, value in opts.items():
-            if key != "format":
-                raise ValueError(f"[PROTON] {profiler}: unsupported option key: {key}")
-            if value not in PERIODIC_FORMATS:
-                raise ValueError(f"[PROTON] {profiler}: unsupported format: {value}")
-        opts.setdefault("format", "hatchet")
-    return name, opts
 
 
 # ---------------------------------------------------------------------------- clocks

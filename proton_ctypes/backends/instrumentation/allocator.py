@@ -4,7 +4,9 @@ Triton's launcher asks ``_allocation._profile_allocator(size, alignment, stream)
 ``grid * num_ctas * profile_scratch_size`` bytes, only for kernels whose compilation
 reserved profile scratch (kernels without ``proton.language`` records ask nothing).  As
 in Proton, the buffer is a zeroed ``torch.uint8`` CUDA tensor of the size rounded up to
-the 128-byte alignment, allocated under ``metadata_state()`` (3.9).
+the 128-byte alignment, allocated under the guard the hook passes in (Proton 3.9 allocates
+under ``metadata_state()``; the hook layer hands that state in, so this backend module
+never imports the profiler's engine).
 
 Unlike Proton, which keeps only "the last buffer" (so a launch of a kernel without
 records is handed the previous launch's stale buffer), the allocator remembers the
@@ -13,8 +15,9 @@ hook of that launch only.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Optional
+from typing import Callable, ContextManager, Optional
 
 ALIGNMENT = 128
 
@@ -22,10 +25,13 @@ ALIGNMENT = 128
 class ProfileAllocator:
     """``allocator(size, alignment, stream)`` for ``triton.runtime._allocation``."""
 
-    def __init__(self, hook, alignment: int = ALIGNMENT, min_size: int = 1):
+    def __init__(self, hook, alignment: int = ALIGNMENT, min_size: int = 1,
+                 guard: Callable[[], ContextManager] = contextlib.nullcontext):
+        """``guard()`` is entered around each allocation (the hook passes ``metadata_state``)."""
         self.hook = hook
         self.alignment = alignment
         self.min_size = min_size
+        self.guard = guard
         self._tls = threading.local()
         #: the most recent buffer (what Proton's hook calls ``buffer``)
         self.last = None
@@ -40,12 +46,10 @@ class ProfileAllocator:
         self.last = buf
         return buf
 
-    @staticmethod
-    def allocate(nbytes: int):
-        """A zeroed device buffer of ``nbytes`` bytes (torch, imported lazily)."""
-        import torch
-        from ...core.states import metadata_state
-        with metadata_state():
+    def allocate(self, nbytes: int):
+        """A zeroed device buffer of ``nbytes`` bytes, allocated under :attr:`guard`."""
+        import torch  # lazily: importing torch costs seconds, and only an instrumented launch needs it
+        with self.guard():
             return torch.zeros((nbytes,), dtype=torch.uint8, device="cuda")
 
     def take(self):

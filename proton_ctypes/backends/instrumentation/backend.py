@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+
 class InstrumentationBackend:
     """Backend ``"instrumentation"``: decoding happens in the launch hook."""
 
@@ -74,14 +75,3 @@ class InstrumentationBackend:
             }
         return {self.target: out}
 
-
-def ensure_registered() -> None:
-    """Make ``backend="instrumentation"`` resolve to :class:`InstrumentationBackend`.
-
-    A backend already registered under that name (a test double) is left in place.
-    """
-    from .. import select
-    try:
-        select.get("instrumentation")
-    except ValueError:
-        select.register("instrumentation", InstrumentationBackend)

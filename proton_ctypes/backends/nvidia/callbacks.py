@@ -17,6 +17,7 @@ one callback function:
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 import time
 
@@ -34,6 +35,15 @@ OTHER_SUBSCRIBER_MESSAGE = (
     "[PROTON] proton_ctypes cannot profile with CUPTI: another CUPTI subscriber is active in this process "
     "(torch.profiler / Kineto, Nsight Systems (nsys), Nsight Compute, or another profiler). CUPTI allows one "
     "subscriber per process: stop the other profiler first, or run without it.")
+
+
+def torch_profiler_active() -> bool:
+    """Whether torch.profiler (Kineto, a CUPTI user) is profiling in this process right now."""
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch._C._autograd._profiler_enabled())
+    except Exception:
+        return False
 
 
 class _SiteAndCorrelation(ctypes.Structure):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
 import threading
 import warnings
 
@@ -46,12 +47,21 @@ NUM_SAMPLES, NUM_STALLED = 0, 1
 HARDWARE_BUFFER_SIZE = 128 * 1024 * 1024
 SCRATCH_BUFFER_SIZE = 16 * 1024 * 1024
 DATA_BUFFER_PC_COUNT = 1024
+#: CUPTI's valid ``samplingPeriod`` exponents (the period is ``2**E`` cycles)
+MIN_SAMPLING_PERIOD, MAX_SAMPLING_PERIOD = 5, 31
 RESOURCE_CBIDS = (L.RESOURCE_CONTEXT_CREATED, L.RESOURCE_CONTEXT_DESTROY_STARTING,
                   L.RESOURCE_MODULE_LOADED, L.RESOURCE_MODULE_UNLOAD_STARTING)
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.free.argtypes = [ctypes.c_void_p]
 _libc.free.restype = None
+
+
+def pc_sampling_period(interval: int) -> int:
+    """CUPTI's ``samplingPeriod`` for ``interval`` cycles: the exponent E of ``2**E`` nearest to
+    it, clamped to CUPTI's valid 5..31.  The default interval 1000 gives 10, the exponent
+    Proton's CUPTI backend always configures (``ConfigureData::DefaultFrequency``)."""
+    return int(min(MAX_SAMPLING_PERIOD, max(MIN_SAMPLING_PERIOD, round(math.log2(interval)))))
 
 
 def match_stall_reasons(names, indices):
@@ -356,4 +366,4 @@ class PCSampler:
 
 
 _LAUNCH = frozenset(DRIVER_LAUNCH_CBIDS.values())
-__all__ = ["PCSampler", "ContextConfig", "METRIC_NAMES", "match_stall_reasons", "CuptiError"]
+__all__ = ["PCSampler", "ContextConfig", "METRIC_NAMES", "match_stall_reasons", "pc_sampling_period", "CuptiError"]
