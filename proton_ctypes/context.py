@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .core import events, manager
+from .core import events, manager, signatures
 from .flags import flags
 
 
@@ -15,6 +15,7 @@ def depth(session: Optional[int] = 0) -> Optional[int]:
     """
     if not flags.profiling_on:
         return None
+    signatures.check(signatures.CONTEXT_DEPTH, (session, int))
     s = manager.get(session)
     ctx = events.thread_ctx()
     events.ensure(ctx)

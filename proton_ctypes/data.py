@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from .core import manager
+from .core import events, manager, signatures
+from .core.session import PhaseData
 from .flags import flags
 
 
@@ -19,7 +20,8 @@ def _phase(session, phase):
         raise RuntimeError("[PROTON] Only TreeData is supported for getData() for now")
     manager.flush(s)
     pd = s.phases.get(phase)
-    if pd is None or (pd.cleared and not pd.has_data()):
+    # a cleared phase has no data, except the current one, which is empty until used again
+    if pd is None or (pd.cleared and not pd.has_data() and phase != s.phase):
         raise IndexError(f"[PROTON] Phase {phase} has no data.")
     return s
 
@@ -29,6 +31,7 @@ def get(session: Optional[int] = 0, phase: int = 0):
     if session is None:
         return None
     _guard(session, "be retrieved")
+    signatures.check(signatures.GET_DATA, (session, int), (phase, int))
     s = _phase(session, phase)
     return json.loads(manager.render(s, phase, "hatchet"))
 
@@ -38,6 +41,7 @@ def get_msgpack(session: Optional[int] = 0, phase: int = 0):
     if session is None:
         return None
     _guard(session, "be retrieved")
+    signatures.check(signatures.GET_DATA_MSGPACK, (session, int), (phase, int))
     s = _phase(session, phase)
     return manager.render(s, phase, "hatchet_msgpack")
 
@@ -47,9 +51,9 @@ def advance_phase(session: Optional[int] = 0) -> Optional[int]:
     if session is None:
         return None
     _guard(session, "advance phase")
+    signatures.check(signatures.ADVANCE_PHASE, (session, int))
     s = manager.get(session)
     p = s.advance_phase()
-    from .core import events
     events.bump_epoch()
     return p
 
@@ -59,6 +63,7 @@ def is_phase_complete(session: Optional[int] = 0, phase: int = 0) -> bool:
     if session is None:
         return False
     _guard(session, "check phase completion status")
+    signatures.check(signatures.IS_PHASE_COMPLETE, (session, int), (phase, int))
     s = manager.get(session)
     pd = s.phases.get(phase)
     return bool(pd is not None and pd.complete and phase < s.phase)
@@ -69,13 +74,12 @@ def clear(session: Optional[int] = 0, phase: int = 0, clear_up_to_phase: bool = 
     if session is None:
         return
     _guard(session, "be cleared")
+    signatures.check(signatures.CLEAR_DATA, (session, int), (phase, int), (clear_up_to_phase, bool))
     s = manager.get(session)
     for p in list(s.phases):
         if p == phase or (clear_up_to_phase and p <= phase):
             del s.phases[p]
     if s.phase not in s.phases:
-        from .core.session import PhaseData
-        from .core import events
         fresh = s.cur = s.phases[s.phase] = PhaseData()
         fresh.cleared = True
         events.bump_epoch()

@@ -10,7 +10,7 @@ import sys
 import threading
 from time import time_ns
 
-from . import events
+from . import events, signatures
 from .events import G
 from ..tree import callpath
 from ..tree.codes import op_code
@@ -28,6 +28,22 @@ _BACKENDS_DIR = _OWN_DIR + "/backends/"
 _py = threading.local()
 #: (parent node, code object, line) -> child node, so a known frame costs one lookup
 _frame_steps: dict = {}
+
+
+def scope_child(top: int, name, sid: int) -> int:
+    """The node of scope ``name`` entered under ``top`` (on a miss of the kids cache: the
+    hot paths look there first); Proton's ``TypeError`` for a name that is not a ``str``."""
+    if type(name) is not str:
+        raise signatures.incompatible(signatures.ENTER_SCOPE, sid, name)
+    return callpath.child(top, name)
+
+
+def state_child(top: int, name) -> int:
+    """The node of state ``name`` under ``top`` (on a miss of the kids cache); Proton's
+    ``TypeError`` for a name that is not a ``str``."""
+    if type(name) is not str:
+        raise signatures.incompatible(signatures.ENTER_STATE, name)
+    return callpath.child(top, name)
 
 
 def python_node(skip: int = 1) -> int:
@@ -82,7 +98,7 @@ def enter(ctx, name: str, sid: int):
     for v in ctx.views:
         node = v.kids.get(name)
         if node is None:
-            node = callpath.child(v.top, name)
+            node = scope_child(v.top, name, sid)
         v.ids.append(sid)
         v.top = node
         v.kids = callpath.kids[node]
@@ -174,6 +190,8 @@ def clear_state_after_metrics(ctx) -> None:
 
 def set_state(ctx, name) -> None:
     """Set (or clear, with None) the thread's single state slot and log the new context."""
+    if name is not None and type(name) is not str:
+        raise signatures.incompatible(signatures.ENTER_STATE, name)
     events.ensure(ctx)
     ctx.state = name
     for v in ctx.views:

@@ -51,7 +51,7 @@ def _add_scope_metrics(ctx, sid, targets, metrics) -> None:
         if tensor:
             # as in Proton, the metric kernels run inside metadata_state(): their kernel
             # records land under __proton_launch_metadata, which the viewer hides
-            recording.set_state(ctx, "__proton_launch_metadata")
+            recording.set_state(ctx, callpath.METADATA_FRAME)
             add_tensor_metrics(ctx, sid, targets, tensor)
     finally:
         recording.clear_state_after_metrics(ctx)
@@ -62,7 +62,7 @@ def _push(ctx, v, sid: int, name: str) -> int:
     kernels now attach to (the scope's, or its state child).  ``scope.__enter__`` inlines this."""
     node = v.kids.get(name)
     if node is None:
-        node = _child(v.top, name)
+        node = recording.scope_child(v.top, name, sid)
     v.ids.append(sid)
     v.top = node
     v.kids = _kids[node]
@@ -174,7 +174,7 @@ class scope:
         self.id = sid = next(_ids)
         node = v.kids.get(self.name)
         if node is None:
-            node = _child(v.top, self.name)
+            node = recording.scope_child(v.top, self.name, sid)
         v.ids.append(sid)
         v.top = node
         v.kids = _kids[node]

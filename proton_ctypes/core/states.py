@@ -10,15 +10,15 @@ from __future__ import annotations
 import time
 from functools import wraps
 
-from . import recording
+from . import recording, signatures
 from .events import G, tls, thread_ctx
 from .flags import flags
 from ..tree import callpath
 
 #: name of the state around launch-metadata evaluation and metric-kernel work
-COMPUTE_METADATA_SCOPE_NAME = "__proton_launch_metadata"
-#: prefix of the per-kernel metadata state name
-COMPUTE_METADATA_SCOPE_PREFIX = "__proton_launch_metadata:"
+COMPUTE_METADATA_SCOPE_NAME = callpath.METADATA_FRAME
+#: prefix of the per-kernel metadata state name (filed as two frames: see tree.callpath)
+COMPUTE_METADATA_SCOPE_PREFIX = callpath.METADATA_PREFIX
 
 _child = callpath.child
 _flags = flags
@@ -42,7 +42,7 @@ def _set(name) -> None:
                 log.append(v.top)
             else:
                 node = v.kids.get(name)
-                log.append(_child(v.top, name) if node is None else node)
+                log.append(recording.state_child(v.top, name) if node is None else node)
         return
     _set_slow(ctx, name)
 
@@ -85,8 +85,10 @@ class state:
                 log = v.log
                 log.append(_time_ns())
                 node = v.kids.get(name)
-                log.append(_child(v.top, name) if node is None else node)
+                log.append(recording.state_child(v.top, name) if node is None else node)
             else:
+                if type(self.name) is not str:
+                    raise signatures.incompatible(signatures.ENTER_STATE, self.name)
                 ctx.state = self.name
         elif _flags.profiling_on:
             _set_slow(ctx, self.name)
@@ -133,6 +135,8 @@ class metadata_state(state):
 
 def enter_state(name: str) -> None:
     """Set the thread's state to ``name`` (replacing any current state)."""
+    if type(name) is not str:
+        raise signatures.incompatible(signatures.ENTER_STATE, name)
     _set(name)
 
 

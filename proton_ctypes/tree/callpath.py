@@ -25,12 +25,27 @@ depth = [0]
 
 _lock = threading.Lock()
 
+#: the state frame of launch-metadata evaluation and metric-kernel work
+METADATA_FRAME = "__proton_launch_metadata"
+#: a frame ``__proton_launch_metadata:<kernel>`` is two frames, ``__proton_launch_metadata``
+#: then ``<kernel>``, as libproton files it
+METADATA_PREFIX = METADATA_FRAME + ":"
+
 
 def child(node: int, frame: str) -> int:
-    """Return the id of ``frame`` under ``node``, creating it on first use (thread-safe)."""
+    """Return the id of ``frame`` under ``node``, creating it on first use (thread-safe).
+
+    A ``__proton_launch_metadata:<kernel>`` frame resolves to the grandchild
+    ``__proton_launch_metadata/<kernel>``; ``kids[node]`` keeps that name as an alias of
+    the grandchild, so the next lookup is one dict access as for any other frame.
+    """
     k = kids[node]
     c = k.get(frame)
     if c is None:
+        if frame.startswith(METADATA_PREFIX):
+            c = child(child(node, METADATA_FRAME), frame[len(METADATA_PREFIX):])
+            k[frame] = c
+            return c
         with _lock:
             c = k.get(frame)
             if c is None:
