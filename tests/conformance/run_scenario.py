@@ -1,8 +1,9 @@
 """Run one scenario under one implementation in this process; write what it produced.
 
-Usage: ``python run_scenario.py {real|ours} SCENARIO OUTDIR``.  Writes the scenario's
-files into OUTDIR and ``OUTDIR/result.json`` with the recorded values and the
-exception (type and message) if one escaped.
+Usage: ``python run_scenario.py {real|ours} AREA.SCENARIO OUTDIR`` (e.g. ``scope.nested``;
+an area is a module of ``scenarios/``).  Writes the scenario's files into OUTDIR and
+``OUTDIR/result.json`` with the recorded values and the exception (type and message) if
+one escaped.
 """
 import json
 import os
@@ -15,7 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
 
 def main():
-    impl, name, outdir = sys.argv[1:4]
+    impl, qualname, outdir = sys.argv[1:4]
+    area, name = qualname.split(".")
     os.makedirs(outdir, exist_ok=True)
     if impl == "real":
         from oracle.real_proton import load
@@ -31,7 +33,7 @@ def main():
 
     err = None
     try:
-        getattr(scenarios, name)(proton, lambda n: os.path.join(outdir, n), record)
+        scenarios.get(area, name)(proton, lambda n: os.path.join(outdir, n), record)
     except BaseException as e:  # noqa: BLE001 - we compare what escaped
         err = f"{type(e).__name__}: {e}"
     with open(os.path.join(outdir, "result.json"), "w") as f:

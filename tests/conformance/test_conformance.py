@@ -1,11 +1,12 @@
 """Conformance with the real triton.profiler (3.9) on host-only scenarios.
 
-Every scenario of ``scenarios.py`` runs in a fresh process under the real profiler (the
+Every scenario of ``scenarios/`` runs in a fresh process under the real profiler (the
 oracle of proton-spec §0.1) and under proton_ctypes; the files written, the values
 returned and the exceptions raised must be the same.  Times are compared by presence
 only; the deliberate differences of spec §0.3 are normalised in ``normalize.py``.
+Test ids are ``<area>-<scenario>`` (``-k scope-`` runs one area); the areas are those of
+the test files of ``tests/`` (``scenarios/scope.py`` <-> ``tests/test_scope.py``).
 """
-import inspect
 import os
 import subprocess
 import sys
@@ -16,8 +17,7 @@ from . import scenarios
 from .normalize import compare_dirs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NAMES = [n for n, f in inspect.getmembers(scenarios, inspect.isfunction)
-         if f.__module__ == scenarios.__name__ and not n.startswith("_")]  # _name: a helper
+SCENARIOS = scenarios.collect()
 
 
 def _oracle_available():
@@ -39,20 +39,27 @@ def _oracle_available():
 REASON = _oracle_available()
 
 
-def _spawn(impl, name, outdir):
+def _spawn(impl, area, name, outdir):
     env = dict(os.environ)
     env.pop("TRITON_PROTON_DISABLE", None)
-    return subprocess.Popen([sys.executable, os.path.join(HERE, "run_scenario.py"), impl, name, str(outdir)],
-                            cwd=str(outdir), env=env)
+    return subprocess.Popen([sys.executable, os.path.join(HERE, "run_scenario.py"), impl, f"{area}.{name}",
+                             str(outdir)], cwd=str(outdir), env=env)
+
+
+def test_every_area_has_scenarios_and_names_are_unique():
+    areas = [a for a, _ in SCENARIOS]
+    assert sorted(set(areas)) == sorted(scenarios.AREAS)
+    names = [n for _, n in SCENARIOS]
+    assert len(names) == len(set(names))
 
 
 @pytest.mark.skipif(REASON is not None, reason=REASON or "")
-@pytest.mark.parametrize("name", NAMES)
-def test_scenario_matches_real_proton(name, tmp_path):
+@pytest.mark.parametrize("area,name", [pytest.param(a, n, id=f"{a}-{n}") for a, n in SCENARIOS])
+def test_scenario_matches_real_proton(area, name, tmp_path):
     real, ours = tmp_path / "real", tmp_path / "ours"
     real.mkdir()
     ours.mkdir()
-    procs = [_spawn("real", name, real), _spawn("ours", name, ours)]  # both at once
+    procs = [_spawn("real", area, name, real), _spawn("ours", area, name, ours)]  # both at once
     for p in procs:
         assert p.wait(timeout=120) == 0
     problems = compare_dirs(name, str(real), str(ours))

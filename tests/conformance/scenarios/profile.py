@@ -1,0 +1,133 @@
+"""Sessions (spec §1): ids, names, several sessions, activate/deactivate, the profile decorator, bad arguments.
+
+Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
+"""
+
+
+def two_sessions(proton, out, rec):
+    s1 = proton.start(out("s1"))
+    with proton.scope("both"):
+        pass
+    s2 = proton.start(out("s2"))
+    rec("ids", [s1, s2])
+    with proton.scope("both2"):
+        pass
+    proton.deactivate(s1)
+    with proton.scope("only_s2"):
+        pass
+    proton.activate(s1)
+    proton.deactivate(s2)
+    with proton.scope("only_s1"):
+        pass
+    proton.finalize()
+
+
+def same_name_same_session(proton, out, rec):
+    a = proton.start(out("r2"))
+    b = proton.start(out("r2"), data="trace")
+    rec("ids", [a, b])
+    with proton.scope("x"):
+        pass
+    proton.deactivate(a)
+    c = proton.start(out("r2"))
+    rec("again", c)
+    with proton.scope("y"):
+        pass
+    proton.finalize()
+
+
+def ids_never_reused(proton, out, rec):
+    ids = []
+    for i in range(3):
+        ids.append(proton.start(out(f"i{i}")))
+        proton.finalize()
+    rec("ids", ids)
+
+
+def deactivate_with_open_scope(proton, out, rec):
+    s = proton.start(out("d"))
+    with proton.scope("outer"):
+        proton.deactivate(s)
+        with proton.scope("skipped"):
+            pass
+        proton.activate(s)
+        with proton.scope("counted"):
+            pass
+    proton.finalize()
+
+
+def profile_decorator(proton, out, rec):
+    @proton.profile(name=out("deco"))
+    def run(x):
+        with proton.scope("inside"):
+            pass
+        return x + 1
+
+    @proton.profile
+    def bare():
+        return "ok"
+    rec("r1", run(1))
+    rec("r2", run(2))
+    rec("name", run.__name__)
+    proton.finalize()
+
+
+def finalize_with_open_scope(proton, out, rec):
+    s = proton.start(out("fo"))
+    with proton.scope("a"):
+        proton.finalize(s)
+    rec("profiling_on", proton.flags.flags.profiling_on)
+    proton.finalize()
+
+
+def knob_disable(proton, out, rec):
+    import os
+    os.environ["TRITON_PROTON_DISABLE"] = "1"
+    try:
+        try:
+            import triton
+            triton.knobs.proton.disable = True
+        except Exception:
+            pass
+        rec("start", proton.start(out("dis")))
+        with proton.scope("a") as s:
+            rec("id", s.id)
+        proton.finalize()
+    finally:
+        os.environ["TRITON_PROTON_DISABLE"] = "0"
+
+
+def unknown_session_ids(proton, out, rec):
+    proton.start(out("u"))
+    for name, fn in (("activate", lambda: proton.activate(99)), ("deactivate", lambda: proton.deactivate(99)),
+                     ("depth", lambda: proton.context.depth(99)), ("get", lambda: proton.data.get(99)),
+                     ("finalize", lambda: proton.finalize(99))):
+        try:
+            rec(name, fn())
+        except Exception as e:
+            rec(name, f"{type(e).__name__}: {e}")
+    proton.finalize()
+
+
+def bad_context(proton, out, rec):
+    proton.start(out("e"), context="nope")
+
+
+def bad_data(proton, out, rec):
+    proton.start(out("e"), data="nope")
+
+
+def bad_backend(proton, out, rec):
+    proton.start(out("e"), backend="nope")
+
+
+def bad_everything(proton, out, rec):
+    proton.start(out("e"), backend="bad", context="bad", data="bad")
+
+
+def bad_context_and_data(proton, out, rec):
+    proton.start(out("e"), context="bad", data="bad")
+
+
+def bad_hook(proton, out, rec):
+    proton.start(out("e"), hook="nope")

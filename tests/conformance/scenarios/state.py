@@ -1,0 +1,77 @@
+"""States (spec §4, §10.1): the single per-thread slot, metadata_state wiping it, decorator, threads.
+
+Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
+"""
+import threading
+
+
+def states(proton, out, rec):
+    proton.start(out("st"))
+    with proton.scope("iteration"):
+        with proton.state("optimizer"):
+            with proton.scope("sub"):
+                with proton.scope("leaf", {"v": 1}):
+                    pass
+        with proton.state("outer_state"):
+            with proton.state("inner_state"):
+                with proton.scope("x", {"m": 1}):
+                    pass
+            with proton.scope("after_inner", {"m": 1}):
+                pass
+        proton.enter_state("manual")
+        proton.enter_state("manual2")
+        with proton.scope("y"):
+            pass
+        proton.exit_state()
+        with proton.scope("z"):
+            pass
+    with proton.state("empty"):
+        pass
+    proton.finalize()
+
+
+def state_metadata_wipes(proton, out, rec):
+    proton.start(out("md"))
+    with proton.state("u"):
+        with proton.scope("a", {"m": 1}):
+            with proton.scope("b"):
+                pass
+        with proton.scope("c", {"k": 1}):
+            pass
+    proton.enter_scope("e")
+    with proton.state("w"):
+        proton.exit_scope(metrics={"e": 5})
+    proton.finalize()
+
+
+def state_before_start(proton, out, rec):
+    proton.enter_state("pre")
+    proton.start(out("pre"))
+    with proton.scope("a", {"m": 1}):
+        pass
+    proton.finalize()
+
+
+def state_decorator(proton, out, rec):
+    proton.start(out("sd"))
+
+    @proton.state("deco")
+    def f():
+        with proton.scope("inside"):
+            pass
+        return 7
+    rec("ret", f())
+    proton.finalize()
+
+
+def thread_state_not_inherited(proton, out, rec):
+    proton.start(out("ts"))
+
+    def work():
+        with proton.scope("t", {"q": 1}):
+            pass
+    with proton.state("u"):
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    proton.finalize()

@@ -1,0 +1,70 @@
+"""Output files (spec §7.1-§7.3, §10.6, §10.7): hatchet_msgpack, chrome_trace, output format errors.
+
+Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
+"""
+import threading
+
+
+def msgpack_output(proton, out, rec):
+    import msgpack
+    s = proton.start(out("mp"))
+    with proton.scope("a", {"zz": 1, "aa": 2.5, "i (inc)": 3, "k (pty)": 4, "v": [1, 2], "mm": 0}):
+        with proton.scope("b"):
+            with proton.scope("d"):
+                with proton.scope("e"):
+                    pass
+    with proton.scope("f"):
+        with proton.scope("g"):
+            with proton.scope("h"):
+                pass
+    rec("get_msgpack", msgpack.unpackb(proton.data.get_msgpack(s)))
+    rec("get", proton.data.get(s))
+    proton.finalize(s, "hatchet_msgpack")
+
+
+def trace_data(proton, out, rec):
+    proton.start(out("tr"), data="trace")
+    with proton.scope("a"):
+        with proton.scope("b", {"m": 1, "z (exc)": 2.5, "v": [1, 2]}):
+            pass
+        with proton.state("st"):
+            with proton.scope("c"):
+                pass
+        proton.enter_scope("e", metrics={"m": 1})
+        proton.exit_scope(metrics={"m": 4})
+        with proton.cpu_timed_scope("ct", {"k (pty)": 1, "y (inc)": 2}):
+            pass
+
+    def th():
+        with proton.scope("t"):
+            pass
+    x = threading.Thread(target=th)
+    x.start()
+    x.join()
+    proton.finalize()
+
+
+def trace_empty(proton, out, rec):
+    proton.start(out("te"), data="trace")
+    proton.finalize()
+
+
+def bad_output_format(proton, out, rec):
+    s = proton.start(out("e"))
+    with proton.scope("a"):
+        pass
+    try:
+        proton.finalize(s, "nope")
+    except ValueError as e:
+        rec("error", f"{type(e).__name__}: {e}")
+    rec("data_after", proton.data.get(s))
+    proton.finalize(s, "HATCHET")
+
+
+def output_format_not_supported(proton, out, rec):
+    s = proton.start(out("ns"))
+    try:
+        proton.finalize(s, "chrome_trace")
+    except ValueError as e:
+        rec("error", f"{type(e).__name__}: {e}")
+    proton.finalize()
