@@ -106,7 +106,7 @@ def test_launches_inside_launch_metadata_are_not_ops(mock):
     launch(mock, "outer", meta)
     proton.finalize()
     root, _ = read_tree("nested.hatchet")
-    md = find(root, "__proton_launch_metadata:outer")
+    md = find(root, "__proton_launch_metadata", "outer")
     assert find(md, "helper")["metrics"]["count"] == 1
     assert find(root, "outer_op")["metrics"]["count"] == 1
 
