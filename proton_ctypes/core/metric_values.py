@@ -35,23 +35,32 @@ class TensorMetric:
         self.numel = value.numel()
 
 
-def _convert(key, value):
-    if key in _FLOAT_KEYS:
-        return float
-    if key == "bytes":
-        return int
-    return None
+#: roofline key -> the Python type its host values are converted to (3.9 ``ROOFLINE_DTYPES``)
+_ROOFLINE_TYPES = {**{k: float for k in _FLOAT_KEYS}, "bytes": int}
 
 
-def _host_value(key: str, value: Any) -> Any:
+def _roofline_value(value: Any, conv: type) -> Any:
+    """A roofline key's host value in its fixed type: a scalar, or a list for a list, a
+    tuple or a CPU tensor of several elements.  Anything ``conv`` cannot take raises what
+    ``float()``/``int()`` raise (Proton's errors, before any metric is added)."""
     if hasattr(value, "data_ptr"):
         value = value.tolist() if value.numel() > 1 else value.item()
-    conv = _convert(key, value)
-    if conv is None:
-        return value
     if isinstance(value, (list, tuple)):
         return [conv(v) for v in value]
     return conv(value)
+
+
+def _host_value(key: str, value: Any) -> Any:
+    """A CPU tensor's value: converted for roofline keys, else a Python scalar or list.
+
+    Proton 3.9 passes a CPU tensor under any other key to libproton unchanged, where an
+    int tensor is taken, a float tensor truncated to int and a tensor of several elements
+    rejected (``TypeError``); its ``.item()``/``.tolist()`` is kept here instead.
+    """
+    conv = _ROOFLINE_TYPES.get(key)
+    if conv is not None:
+        return _roofline_value(value, conv)
+    return value.tolist() if value.numel() > 1 else value.item()
 
 
 def _device_value(key: str, value) -> TensorMetric:
@@ -79,13 +88,15 @@ def transform_tensor_metrics(metrics: dict[str, Any]) -> tuple[dict[str, Any], d
     """Split ``metrics`` into host values and device-tensor metrics.
 
     Returns ``(scalar_metrics, tensor_metrics)``: CPU tensors become scalars or lists,
-    roofline keys are normalised, device tensors become :class:`TensorMetric`.
+    roofline keys (``flops*``, ``bytes``) get their fixed type whatever the value (an
+    int, a bool, a numpy scalar, a list or tuple, a CPU tensor), device tensors become :class:`TensorMetric`.
     """
     tensor_metrics = {}
     scalar_metrics = {}
     for key, value in metrics.items():
         if type(value) in _SCALAR_TYPES:
-            scalar_metrics[key] = value
+            conv = _ROOFLINE_TYPES.get(key)
+            scalar_metrics[key] = value if conv is None else conv(value)
         elif hasattr(value, "data_ptr"):
             on_cpu = getattr(value, "is_cpu", None)  # torch's flag: cheaper than device.type
             if on_cpu is None:
@@ -95,5 +106,6 @@ def transform_tensor_metrics(metrics: dict[str, Any]) -> tuple[dict[str, Any], d
             else:
                 tensor_metrics[key] = _device_value(key, value)
         else:
-            scalar_metrics[key] = value
+            conv = _ROOFLINE_TYPES.get(key)
+            scalar_metrics[key] = value if conv is None else _roofline_value(value, conv)
     return scalar_metrics, tensor_metrics
