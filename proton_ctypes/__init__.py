@@ -7,6 +7,13 @@ starts; without a GPU the host-only backend records everything but kernels.
 """
 import os as _os
 
+from ._rocm import configure_runtime as _configure_rocm_runtime
+
+try:  # as 3.9: pick TheRock's ROCm runtime before any GPU library loads (None without it)
+    _hsa_runtime_handle = _configure_rocm_runtime()
+except Exception:  # a broken ROCm wheel install must not break the import; start reports it
+    _hsa_runtime_handle = None
+
 
 def _rocm_register_early():
     """On an AMD GPU machine (``/dev/kfd``), register with rocprofiler-sdk before HIP starts.
