@@ -28,10 +28,13 @@ is rewritten too aggressively for scopes to stay meaningful); :func:`enable_sema
 """
 from __future__ import annotations
 
-from triton.language import core as tl
-from triton.language.core import builtin
+from .core.optional import require
+require("proton_ctypes.language", "triton", "triton")  # before the triton imports below: names what to install
 
-from .flags import flags
+from triton.language import core as tl  # noqa: E402
+from triton.language.core import builtin  # noqa: E402
+
+from .flags import flags  # noqa: E402
 
 
 def _semantics():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 from typing import Optional, Union
 
-from .core import knobs, manager, naming
+from .core import knobs, manager, naming, optional
 from .backends import select
 from .flags import flags
 from .hooks.hook import Hook, HookManager
@@ -69,6 +69,8 @@ def start(
     backend = select.auto_select() if backend is None else backend
     mode_str = _mode_str(backend, mode)
     _check_env(backend)
+    if hook == "triton" or backend == "instrumentation":
+        optional.require("hook='triton'" if hook == "triton" else "backend='instrumentation'", "triton", "triton")
     session = manager.create(name, context, data, backend, mode_str)
     knobs.export_defaults(backend)
     if isinstance(hook, Hook):

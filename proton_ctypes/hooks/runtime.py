@@ -48,6 +48,8 @@ def wire(targets: dict) -> None:
     Points this triton lacks are skipped; a point already holding the same callable is
     left alone, so calling this again with the same targets changes nothing.
     """
+    if not _installed and not any(targets.values()):
+        return  # nothing of ours to add or remove: don't import triton (host-only sessions never need it)
     rt = _runtime_knobs()
     if rt is None:
         return
