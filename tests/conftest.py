@@ -1,7 +1,14 @@
-"""Shared fixtures: a clean profiler between tests, the mock GPU backend, file helpers."""
+"""Shared fixtures: a clean profiler between tests, the mock GPU backend, file helpers.
+
+The direct tests of an area (``test_scope.py`` ...) start sessions with ``backend="host"``
+(scopes, states, metrics and writers, no kernels) or ``backend="mock"`` (kernels launched
+from Python, see :func:`mock`); their expected values are those real Proton 3.9 gives
+(``conformance/`` runs the same behaviours under it).
+"""
 import json
 import os
 import sys
+import threading
 import warnings
 
 import pytest
@@ -12,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proton_ctypes as proton  # noqa: E402
 from proton_ctypes.backends import select  # noqa: E402
 from proton_ctypes.backends.mock import MockBackend  # noqa: E402
+from proton_ctypes.core import scopes as _scopes  # noqa: E402
 from proton_ctypes.flags import flags  # noqa: E402
 
 select.register("mock", MockBackend)
@@ -27,6 +35,10 @@ def clean_profiler(tmp_path, monkeypatch):
         proton.finalize()
     except Exception:
         pass
+    proton.exit_state()  # the state slot is per thread and outlives sessions
+    # so does the enter_scope stack: a test that raised between enter_scope and exit_scope
+    # must not hand its entries to the next test
+    getattr(_scopes, "thread_local_scopes", threading.local()).__dict__.pop("scopes", None)
     flags.profiling_on = False
     flags.command_line = False
     proton.hooks.HookManager.unregister()
@@ -61,3 +73,20 @@ def find(node, *names):
 def child_names(node):
     """Names of the children of ``node``."""
     return [c["frame"]["name"] for c in node["children"]]
+
+
+def flat(node, prefix=""):
+    """Every node below ``node`` as ``{"a/b": metrics}``, in file order (depth first)."""
+    out = {}
+    for c in node["children"]:
+        path = prefix + c["frame"]["name"]
+        out[path] = c["metrics"]
+        out.update(flat(c, path + "/"))
+    return out
+
+
+def written(name):
+    """``flat`` of the tree of ``<name>.hatchet`` (the device block must be ``{}``)."""
+    root, dev = read_tree(f"{name}.hatchet")
+    assert dev == {}
+    return flat(root)
