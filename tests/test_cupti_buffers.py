@@ -29,7 +29,7 @@ def test_buffers_are_aligned_and_recycled_without_new_allocations():
     assert pool.take_completed() == [(first, 128)]
     pool.release(first)
     again, _ = _request(pool)
-    assert again == first and pool._allocated == 1
+    assert again == first and pool.allocated == 1
 
 
 def test_pool_declines_when_every_buffer_is_out():
@@ -58,7 +58,7 @@ def _wait_until_parsed(backend, timeout=2.0):
 def test_a_million_launches_stay_under_64_mib_of_buffers():
     backend, fake, sink = started_backend(parse_batch_buffers=1)
     count = [0]
-    backend._sink = lambda batch: count.__setitem__(0, count[0] + len(batch))
+    backend.collector.sink = lambda batch: count.__setitem__(0, count[0] + len(batch))
     launched = 0
     while launched < 1_000_000:
         n = min(16_384, 1_000_000 - launched)
@@ -75,7 +75,7 @@ def test_a_million_launches_stay_under_64_mib_of_buffers():
 def test_unpaced_flood_is_bounded_and_every_launch_accounted_for():
     backend, fake, sink = started_backend(buffer_bytes=1 * MIB, max_buffers=4)
     count = [0]
-    backend._sink = lambda batch: count.__setitem__(0, count[0] + len(batch))
+    backend.collector.sink = lambda batch: count.__setitem__(0, count[0] + len(batch))
     fake.bulk_launch(200_000)      # far faster than any GPU launches: the pool runs dry
     backend.stop()
     assert backend.pool.allocated_bytes <= 4 * (MIB + 8)

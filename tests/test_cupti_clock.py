@@ -1,5 +1,4 @@
 """Clock calibration at start: CUPTI time vs time.time_ns(), and the external-correlation fallback."""
-import ctypes
 import os
 import sys
 import time
@@ -10,7 +9,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, started_backend  # noqa: E402
 
-from proton_ctypes.backends.nvidia import lib as cupti_lib  # noqa: E402
+from proton_ctypes.backends.nvidia import lib as cupti_lib, locate  # noqa: E402
 
 
 def test_small_offset_keeps_timestamp_attribution_and_times_are_corrected():
@@ -50,16 +49,15 @@ def test_extcorr_can_be_forced_by_environment(monkeypatch):
 
 
 def test_real_cupti_clock_is_time_time_ns():
-    path = cupti_lib.triton_wheel_cupti()
+    path = locate.triton_wheel_cupti()
     if path is None:
         pytest.skip("no libcupti in the triton wheel on this machine")
     lib = cupti_lib.load_cupti(path=path)
-    stamp = ctypes.c_uint64()
     best = None
     for _ in range(64):
         a = time.time_ns()
-        lib.call("cuptiGetTimestamp", ctypes.byref(stamp))
+        stamp = lib.timestamp()
         b = time.time_ns()
         if best is None or b - a < best[0]:
-            best = (b - a, stamp.value - (a + b) // 2)
+            best = (b - a, stamp - (a + b) // 2)
     assert abs(best[1]) < 50_000, best

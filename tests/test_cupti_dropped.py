@@ -1,9 +1,14 @@
 """Dropped records are counted (CUPTI's count and records we could not use), never silent."""
+import ctypes
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, started_backend  # noqa: E402
+
+from proton_ctypes.backends.nvidia.buffers import BufferPool  # noqa: E402
 
 
 def test_cupti_dropped_count_is_collected_and_exposed():
@@ -26,11 +31,53 @@ def test_records_without_timing_are_counted_as_dropped():
 
 def test_refused_buffers_show_up_as_dropped_records():
     backend, fake, sink = started_backend(buffer_bytes=64 << 10, max_buffers=2)
-    backend._stop_event.set()          # no collector: nobody recycles buffers
-    backend.pool.wake.set()
-    backend._collector.join()
+    backend.collector.stop_thread()     # no collector: nobody recycles buffers
     for _ in range(1000):              # ~4 buffers' worth
         fake.launch("k")
     backend.stop()
     assert backend.pool.refused > 0
     assert backend.dropped > 0 and len(sink.rows()) < 1000 <= len(sink.rows()) + backend.dropped
+
+
+@pytest.mark.parametrize("version", [26, 12080, 130001])
+def test_buffer_requests_are_declined_only_from_cupti_27_on(version):
+    """CUPTI before API version 27 can crash on a declined request: it gets a spare buffer instead."""
+    backend, fake, sink = started_backend(FakeCupti(version=version), buffer_bytes=64 << 10, max_buffers=2)
+    backend.collector.stop_thread()     # no collector: nobody recycles buffers
+    for _ in range(1000):               # ~4 buffers' worth
+        fake.launch("k")
+    backend.stop()
+    pool, stats = backend.pool, backend.stats
+    parsed = stats["join_kernels"] + stats["join_api_records"]
+    if version < 27:
+        assert pool.refused == 0 and pool.spared > 0 and backend.cupti_dropped == 0
+        assert backend.stats["spare_dropped"] > 0
+        assert parsed + backend.stats["spare_dropped"] == 2000     # one API + one kernel record per launch
+        assert pool.spares <= pool.spared and pool.allocated == 2
+    else:
+        assert pool.refused > 0 and pool.spared == 0 and pool.spares == 0
+        assert parsed + backend.cupti_dropped == 2000 and backend.stats["spare_dropped"] == 0
+    assert backend.dropped >= 2000 - parsed
+    assert len(sink.rows()) == stats["join_kernels"] < 1000
+
+
+def test_spare_buffers_are_recycled_not_accumulated():
+    pool = BufferPool(buffer_bytes=64 << 10, max_buffers=2, can_decline=False)
+    taken = [_request(pool) for _ in range(3)]
+    assert all(address for address, _ in taken) and pool.spared == 1 and pool.spares == 1
+    spare = taken[2][0]
+    assert pool.is_spare(spare) and not pool.is_spare(taken[0][0])
+    pool.release(spare)
+    assert _request(pool)[0] == spare and pool.spares == 1 and pool.spared == 2
+
+
+def test_a_pool_that_may_decline_never_makes_spares():
+    pool = BufferPool(buffer_bytes=64 << 10, max_buffers=2)
+    assert [_request(pool)[0] is None for _ in range(3)] == [False, False, True]
+    assert pool.spares == 0 and pool.refused == 1
+
+
+def _request(pool):
+    address, size, limit = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+    pool.request_callback(ctypes.byref(address), ctypes.byref(size), ctypes.byref(limit))
+    return address.value, size.value

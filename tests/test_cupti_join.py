@@ -91,8 +91,8 @@ def test_kernels_without_api_records_are_delivered_with_unknown_thread():
 def test_each_kernel_name_pointer_is_read_once():
     backend, fake, sink = started_backend()
     reads = []
-    original = backend._joiner.name_reader
-    backend._joiner.name_reader = lambda ptr: reads.append(ptr) or original(ptr)
+    original = backend.collector.joiner.name_reader
+    backend.collector.joiner.name_reader = lambda ptr: reads.append(ptr) or original(ptr)
     for _ in range(100):
         fake.launch("a")
         fake.launch("b")

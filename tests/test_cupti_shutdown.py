@@ -4,6 +4,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, FakeDriver, started_backend  # noqa: E402
 
@@ -12,21 +14,34 @@ from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _switched_off(backend, fake):
+    return (not fake.kinds and fake.subscriber is None and not fake.enabled_callbacks
+            and backend.pool.outstanding == 0 and backend.collector.thread is None and not backend.running)
+
+
 def test_stop_delivers_everything_and_switches_cupti_off():
     backend, fake, sink = started_backend()
     for _ in range(10):
         fake.launch("k")
     backend.stop()
     assert len(sink.rows()) == 10
-    assert not fake.kinds and fake.subscriber is None and backend.pool.outstanding == 0
-    assert backend._collector is None and not backend.running
+    assert _switched_off(backend, fake)
 
 
-def test_stop_twice_and_stop_before_start_are_no_ops():
-    CuptiBackend(lib=FakeCupti(), driver=FakeDriver()).stop()
+def test_stop_before_start_touches_nothing():
+    fake = FakeCupti()
+    backend = CuptiBackend(lib=fake, driver=FakeDriver())
+    backend.stop()
+    assert not backend.running and backend.lib is None and fake.calls == {}
+
+
+def test_a_second_stop_makes_no_cupti_call_and_delivers_nothing_twice():
     backend, fake, sink = started_backend()
+    fake.launch("k")
     backend.stop()
+    calls, batches = dict(fake.calls), len(sink.batches)
     backend.stop()
+    assert fake.calls == calls and len(sink.batches) == batches and len(sink.rows()) == 1
 
 
 def test_backend_restarts_after_stop():
@@ -34,23 +49,54 @@ def test_backend_restarts_after_stop():
     fake.launch("first")
     backend.stop()
     backend.start(sink, "")
+    assert backend.running and fake.kinds and fake.subscriber is not None
     fake.launch("second")
     backend.stop()
-    assert len(sink.rows()) == 2
+    assert len(sink.rows()) == 2 and _switched_off(backend, fake)
 
 
-def test_a_failing_sink_does_not_leave_cupti_running():
+def test_a_failing_sink_raises_at_stop_and_does_not_leave_cupti_running():
     backend, fake, sink = started_backend()
     fake.launch("k")
 
     def broken(batch):
         raise ValueError("tree exploded")
-    backend._sink = broken
-    try:
+    backend.collector.sink = broken
+    with pytest.raises(ValueError, match="tree exploded"):
         backend.stop()
-    except ValueError:
-        pass
-    assert not backend.running and not fake.kinds and fake.subscriber is None
+    assert _switched_off(backend, fake)
+    assert backend.collector.sink is None
+
+
+def test_a_failing_cupti_flush_at_stop_still_switches_everything_off():
+    backend, fake, sink = started_backend()
+    fake.launch("k")
+    fake.fail["cuptiActivityFlushAll"] = 15
+    backend.stop()                     # CUPTI keeps its partial buffer; the error is not raised
+    assert not fake.kinds and fake.subscriber is None and not backend.running
+    assert backend.collector.thread is None and fake.calls["cuptiActivityFlushAll"] >= 1
+
+
+def test_a_failing_device_synchronisation_at_stop_warns_and_still_delivers():
+    class BrokenDriver(FakeDriver):
+        def synchronize(self):
+            raise RuntimeError("device lost")
+    fake = FakeCupti()
+    backend = CuptiBackend(lib=fake, driver=BrokenDriver(fake))
+    rows = []
+    backend.start(rows.append, "")
+    fake.launch("k")
+    with pytest.warns(RuntimeWarning, match="device synchronisation failed at stop.*device lost"):
+        backend.stop()
+    assert sum(len(batch) for batch in rows) == 1 and _switched_off(backend, fake)
+
+
+def test_the_exit_handler_after_an_explicit_stop_is_a_no_op():
+    backend, fake, sink = started_backend()
+    backend.stop()
+    calls = dict(fake.calls)
+    backend._stop_at_exit()
+    assert fake.calls == calls and not backend.running
 
 
 def test_interpreter_exit_without_stop_is_clean():
@@ -68,3 +114,4 @@ def test_interpreter_exit_without_stop_is_clean():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "rows 5 kinds []" in out.stdout
+    assert "Traceback" not in out.stderr

@@ -28,7 +28,7 @@ def scenario(launch, backend):
         t = threading.Thread(target=work)
         t.start()
         t.join()
-    s2 = proton.start("two", backend=backend)
+    proton.start("two", backend=backend)
     with proton.scope("both", {"m": 1}):
         launch("add_one")
     proton.deactivate(s1)

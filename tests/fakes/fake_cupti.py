@@ -496,7 +496,7 @@ class FakeCupti:
 
 
 class FakeDriver:
-    """Stands in for :class:`proton_ctypes.backends.nvidia.device.CudaDriver`."""
+    """Stands in for :class:`proton_ctypes.backends.nvidia.driver.CudaDriver` (device side)."""
 
     H200 = {"arch": "90", "bus_width": 6016, "clock_rate": 1980000, "memory_clock_rate": 3201000, "num_sms": 132}
 

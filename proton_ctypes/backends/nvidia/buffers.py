@@ -7,8 +7,15 @@ parsing happens later on a Python thread, which then calls :meth:`BufferPool.rel
 
 Memory is bounded: at most ``max_buffers`` buffers exist at once.  When all are out
 (the parser has fallen behind), the request callback declines (``*buffer = NULL``) and
-CUPTI drops records, which CUPTI counts and :class:`~.cupti.CuptiBackend` reports; we
+CUPTI drops records, which CUPTI counts and :class:`~proton_ctypes.backends.cupti.CuptiBackend` reports; we
 count the refusals too.
+
+CUPTI before API version 27 can crash when a request is declined, so there
+(``can_decline=False``) the pool hands out a *spare* buffer instead: allocated beyond
+``max_buffers`` only while every pool buffer is out, never parsed, its records counted as
+dropped by the consumer (:meth:`is_spare`) and the buffer recycled as a spare.  Either way
+the records beyond the bound are lost and counted; only the older CUPTI costs a few
+spare buffers more.
 """
 from __future__ import annotations
 
@@ -17,24 +24,31 @@ import threading
 
 import numpy as np
 
+from .layout import RECORD_ALIGNMENT
 from .lib import BUFFER_COMPLETE_FUNC, BUFFER_REQUEST_FUNC
 
 DEFAULT_BUFFER_BYTES = 4 << 20
 DEFAULT_MAX_BUFFERS = 12          # 48 MiB at most
-ALIGNMENT = 8
+MIN_BUFFERS = 2                   # one with CUPTI while the other waits to be parsed
+ALIGNMENT = RECORD_ALIGNMENT      # CUPTI's ACTIVITY_RECORD_ALIGNMENT
 
 
 class BufferPool:
     """A pool of activity buffers plus the two ctypes callbacks CUPTI calls."""
 
-    def __init__(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, max_buffers: int = DEFAULT_MAX_BUFFERS):
-        if buffer_bytes % ALIGNMENT or buffer_bytes <= 0 or max_buffers < 2:
+    def __init__(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, max_buffers: int = DEFAULT_MAX_BUFFERS,
+                 can_decline: bool = True):
+        """``can_decline``: whether a request may be declined (CUPTI >= 27); else spares are handed out."""
+        if buffer_bytes % ALIGNMENT or buffer_bytes <= 0 or max_buffers < MIN_BUFFERS:
             raise ValueError("buffer_bytes must be a positive multiple of 8 and max_buffers >= 2")
         self.buffer_bytes = int(buffer_bytes)
         self.max_buffers = int(max_buffers)
+        self.can_decline = bool(can_decline)
         self._free = []                    # aligned uint8 views ready to hand out
         self._out = {}                     # address -> aligned view, handed to CUPTI or awaiting parse
         self._allocated = 0
+        self._spare_free = []              # spare buffers (beyond max_buffers) ready to hand out
+        self._spares = set()               # addresses of every spare buffer
         self._lock = threading.Lock()
         #: ``(address, valid_bytes)`` of completed buffers, in completion order.
         self.completed = collections.deque()
@@ -42,6 +56,8 @@ class BufferPool:
         self.wake = threading.Event()
         #: Requests declined because every buffer was out.
         self.refused = 0
+        #: Requests answered with a spare buffer (CUPTI < 27) because every buffer was out.
+        self.spared = 0
         self.requests = 0
         self.completions = 0
         # The ctypes callbacks: keep references for the life of the process (CUPTI keeps the pointers).
@@ -50,9 +66,12 @@ class BufferPool:
 
     # ------------------------------------------------------------------ called by CUPTI
     def _on_request(self, p_buffer, p_size, p_max_records):
-        """CUPTI wants an empty buffer: hand out a free one, allocate one, or decline."""
+        """CUPTI wants an empty buffer: hand out a free one, allocate one, decline, or hand out a spare."""
         self.requests += 1
         view = self._take()
+        if view is None and not self.can_decline:
+            self.spared += 1
+            view = self._take_spare()
         if view is None:
             self.refused += 1
             p_buffer[0] = None
@@ -69,19 +88,36 @@ class BufferPool:
         self.wake.set()
 
     # ------------------------------------------------------------------ used by the parser
+    def _new_view(self) -> np.ndarray:
+        raw = np.empty(self.buffer_bytes + ALIGNMENT, np.uint8)
+        pad = (-raw.ctypes.data) % ALIGNMENT
+        return raw[pad:pad + self.buffer_bytes]
+
     def _take(self):
         with self._lock:
             if self._free:
                 view = self._free.pop()
             elif self._allocated < self.max_buffers:
-                raw = np.empty(self.buffer_bytes + ALIGNMENT, np.uint8)
-                pad = (-raw.ctypes.data) % ALIGNMENT
-                view = raw[pad:pad + self.buffer_bytes]
+                view = self._new_view()
                 self._allocated += 1
             else:
                 return None
             self._out[view.ctypes.data] = view
             return view
+
+    def _take_spare(self):
+        with self._lock:
+            if self._spare_free:
+                view = self._spare_free.pop()
+            else:
+                view = self._new_view()
+                self._spares.add(view.ctypes.data)
+            self._out[view.ctypes.data] = view
+            return view
+
+    def is_spare(self, address: int) -> bool:
+        """Whether ``address`` is a spare buffer: its records are to be counted as dropped, not parsed."""
+        return address in self._spares
 
     def array(self, address: int) -> np.ndarray:
         """The numpy array behind a buffer address handed out by this pool."""
@@ -92,11 +128,11 @@ class BufferPool:
         return address in self._out
 
     def release(self, address: int) -> None:
-        """Return a parsed buffer to the free list."""
+        """Return a parsed (or, for a spare, counted) buffer to its free list."""
         with self._lock:
             view = self._out.pop(address, None)
             if view is not None:
-                self._free.append(view)
+                (self._spare_free if address in self._spares else self._free).append(view)
 
     def take_completed(self) -> list:
         """Remove and return every completed ``(address, valid)`` pair queued so far."""
@@ -108,8 +144,18 @@ class BufferPool:
 
     @property
     def allocated_bytes(self) -> int:
-        """Bytes of buffer memory allocated so far (never more than ``max_buffers`` buffers)."""
-        return self._allocated * (self.buffer_bytes + ALIGNMENT)
+        """Bytes of buffer memory allocated so far (``max_buffers`` buffers at most, plus any spares)."""
+        return (self._allocated + len(self._spares)) * (self.buffer_bytes + ALIGNMENT)
+
+    @property
+    def allocated(self) -> int:
+        """Pool buffers allocated so far (never more than ``max_buffers``; spares not counted)."""
+        return self._allocated
+
+    @property
+    def spares(self) -> int:
+        """Spare buffers allocated so far (CUPTI < 27 only)."""
+        return len(self._spares)
 
     @property
     def outstanding(self) -> int:

@@ -2,7 +2,7 @@
 launch callback.
 
 CUPTI allows a single subscriber per process (``cuptiSubscribe`` returns
-``CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`` = 39 otherwise), so both uses share
+``CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`` otherwise), so both uses share
 one callback function:
 
 * **RESOURCE domain** (always on): ``GRAPHNODE_CREATED`` fires inside the launch call that
@@ -26,10 +26,16 @@ import numpy as np
 from . import layout as L
 from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, CB_SITE_ENTER, DRIVER_LAUNCH_CBIDS,
                   ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, RESOURCE_GRAPHNODE_CLONED,
-                  RESOURCE_GRAPHNODE_CREATED, CuptiLib)
+                  RESOURCE_GRAPHNODE_CREATED, CuptiError, CuptiLib)
 
 #: Every callback object ever handed to CUPTI stays alive for the life of the process.
 _KEEP_ALIVE = []
+#: The resource callbacks of CUDA-graph bookkeeping.
+GRAPH_CBIDS = (RESOURCE_GRAPHNODE_CREATED, RESOURCE_GRAPHNODE_CLONED)
+#: Clone links followed at most from a replayed node to the captured one.
+MAX_CLONE_HOPS = 64
+#: A python-context entry: ``(correlation id, node, native thread id, time_ns)``.
+PY_ENTRY_FIELDS = 4
 
 OTHER_SUBSCRIBER_MESSAGE = (
     "[PROTON] proton_ctypes cannot profile with CUPTI: another CUPTI subscriber is active in this process "
@@ -48,7 +54,7 @@ def torch_profiler_active() -> bool:
 
 class _SiteAndCorrelation(ctypes.Structure):
     """The two fields of ``CUpti_CallbackData`` the launch callback reads."""
-    _fields_ = [("site", ctypes.c_int), ("_pad", ctypes.c_byte * (L.CALLBACK_CORRELATION_OFFSET - 4)),
+    _fields_ = [("site", ctypes.c_int), ("_pad", ctypes.c_byte * (L.CALLBACK_CORRELATION_OFFSET - ctypes.sizeof(ctypes.c_int))),
                 ("correlation_id", ctypes.c_uint32)]
 
 
@@ -69,28 +75,29 @@ class CallbackHub:
         #: ``mode="pcsampling"``: a :class:`~.cupti_pcsampling.PCSampler` also fed every callback
         self.pc = None
         self._launch_enabled = False
-        self._get_node_id = lib.fn("cuptiGetGraphNodeId")
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, python_context=None) -> None:
         """Subscribe with a callback built for ``python_context`` (None: resource callbacks only)."""
         callback = CALLBACK_FUNC(self._make_callback(python_context))
         _KEEP_ALIVE.append(callback)
-        code = self.lib.try_call("cuptiSubscribe", ctypes.byref(self.subscriber), callback, None)
-        if code == ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-            raise RuntimeError(OTHER_SUBSCRIBER_MESSAGE)
-        self.lib.check("cuptiSubscribe", code)
+        try:
+            self.subscriber = self.lib.subscribe(callback)
+        except CuptiError as e:
+            if e.code == ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+                raise RuntimeError(OTHER_SUBSCRIBER_MESSAGE) from e
+            raise
         self.subscribed = True
 
     def enable_graph_callbacks(self) -> None:
         """Turn on GRAPHNODE_CREATED and GRAPHNODE_CLONED."""
-        for cbid in (RESOURCE_GRAPHNODE_CREATED, RESOURCE_GRAPHNODE_CLONED):
-            self.lib.call("cuptiEnableCallback", 1, self.subscriber, CB_DOMAIN_RESOURCE, cbid)
+        for cbid in GRAPH_CBIDS:
+            self.lib.enable_callback(self.subscriber, CB_DOMAIN_RESOURCE, cbid)
 
     def enable_launch_callbacks(self) -> None:
         """Turn on the driver launch callbacks (python context only)."""
         for cbid in DRIVER_LAUNCH_CBIDS.values():
-            self.lib.call("cuptiEnableCallback", 1, self.subscriber, CB_DOMAIN_DRIVER_API, cbid)
+            self.lib.enable_callback(self.subscriber, CB_DOMAIN_DRIVER_API, cbid)
         self._launch_enabled = True
 
     def unsubscribe(self) -> None:
@@ -100,11 +107,11 @@ class CallbackHub:
         self.subscribed = False
         if self._launch_enabled:
             for cbid in DRIVER_LAUNCH_CBIDS.values():
-                self.lib.try_call("cuptiEnableCallback", 0, self.subscriber, CB_DOMAIN_DRIVER_API, cbid)
+                self.lib.disable_callback(self.subscriber, CB_DOMAIN_DRIVER_API, cbid)
             self._launch_enabled = False
-        for cbid in (RESOURCE_GRAPHNODE_CREATED, RESOURCE_GRAPHNODE_CLONED):
-            self.lib.try_call("cuptiEnableCallback", 0, self.subscriber, CB_DOMAIN_RESOURCE, cbid)
-        self.lib.try_call("cuptiUnsubscribe", self.subscriber)
+        for cbid in GRAPH_CBIDS:
+            self.lib.disable_callback(self.subscriber, CB_DOMAIN_RESOURCE, cbid)
+        self.lib.unsubscribe(self.subscriber)
         self.subscriber = ctypes.c_void_p()
 
     # ------------------------------------------------------------------ the callback
@@ -169,27 +176,22 @@ class CallbackHub:
             self.callback_errors += 1
 
     def _node_id(self, node_handle):
-        if not node_handle:
-            return None
-        out = ctypes.c_uint64()
-        if self._get_node_id(node_handle, ctypes.byref(out)) != 0:
-            return None
-        return int(out.value)
+        return self.lib.graph_node_id(node_handle) if node_handle else None
 
     # ------------------------------------------------------------------ used by the parser
     def take_python_entries(self) -> np.ndarray:
-        """Remove and return the python-context entries so far as an ``(n, 4)`` int64 array."""
+        """Remove and return the python-context entries so far as an ``(n, PY_ENTRY_FIELDS)`` int64 array."""
         entries = self.py_entries
         n = len(entries)
         if n == 0:
-            return np.zeros((0, 4), np.int64)
+            return np.zeros((0, PY_ENTRY_FIELDS), np.int64)
         chunk = entries[:n]
         del entries[:n]
         try:
-            return np.asarray(chunk, np.int64).reshape(n, 4)
+            return np.asarray(chunk, np.int64).reshape(n, PY_ENTRY_FIELDS)
         except (TypeError, ValueError):  # python_context() returned None or a non-int somewhere
             return np.asarray([(c, -1 if not isinstance(v, int) else v, t, s) for c, v, t, s in chunk],
-                              np.int64).reshape(n, 4)
+                              np.int64).reshape(n, PY_ENTRY_FIELDS)
 
     def resolve_graph_nodes(self, node_ids: np.ndarray):
         """``(cap_tid, cap_ns)`` per replayed node id: follow clone links to the captured node."""
@@ -199,7 +201,7 @@ class CallbackHub:
         cloned, created = self.cloned, self.created
         for i, node in enumerate(uniq.tolist()):
             hops = 0
-            while node in cloned and hops < 64:
+            while node in cloned and hops < MAX_CLONE_HOPS:
                 node = cloned[node]
                 hops += 1
             hit = created.get(node)

@@ -1,29 +1,63 @@
-"""libcuda through ctypes: the driver calls the device-tensor metrics make per metric.
+"""libcuda through ctypes: the one owner of the CUDA driver API in this package.
 
-Only what :mod:`proton_ctypes.core.metric_launch` needs: launch a compiled kernel, read its
-parameter layout, ask whether a stream is capturing.  Every function is declared once
-here with its argument and result types; failures raise :class:`CudaError` carrying the
-driver's own error string.
+Two users, one loaded library:
+
+* the device-tensor metrics (:mod:`proton_ctypes.core.metric_launch`): launch a compiled
+  kernel, read its parameter layout, ask whether a stream is capturing (:data:`PROTOTYPES`);
+* the CUPTI backend: synchronise every device before a flush, and the device attributes of
+  the hatchet device-info block (:data:`DEVICE_PROTOTYPES`).
+
+Every function is declared once here with its argument and result types (the symbol names
+are the ones ``cuda.h`` maps its API names to: ``cuCtxPushCurrent`` is ``cuCtxPushCurrent_v2``);
+failures raise :class:`CudaError` carrying the driver's own error string.  Tests inject an
+object with the same function names (``driver(lib=fake)`` or ``CudaDriver(fake)``).
 """
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Optional
 
 c_void_p, c_uint, c_int, c_size_t = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_size_t
+P = ctypes.POINTER
 
-#: name -> (restype, argtypes), as in cuda.h (CUresult is an int enum)
+LIBCUDA = "libcuda.so.1"
+
+#: the metric launcher's functions: name -> (restype, argtypes), as in cuda.h (CUresult is an int enum)
 PROTOTYPES = {
     "cuLaunchKernel": (c_int, [c_void_p, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_void_p,
-                               ctypes.POINTER(c_void_p), ctypes.POINTER(c_void_p)]),
-    "cuFuncGetParamInfo": (c_int, [c_void_p, c_size_t, ctypes.POINTER(c_size_t), ctypes.POINTER(c_size_t)]),
-    "cuStreamIsCapturing": (c_int, [c_void_p, ctypes.POINTER(c_int)]),
-    "cuGetErrorString": (c_int, [c_int, ctypes.POINTER(ctypes.c_char_p)]),
+                               P(c_void_p), P(c_void_p)]),
+    "cuFuncGetParamInfo": (c_int, [c_void_p, c_size_t, P(c_size_t), P(c_size_t)]),
+    "cuStreamIsCapturing": (c_int, [c_void_p, P(c_int)]),
+    "cuGetErrorString": (c_int, [c_int, P(ctypes.c_char_p)]),
 }
+#: the CUPTI backend's functions (device synchronisation and attributes); ``CUdevice`` is an int
+DEVICE_PROTOTYPES = {
+    "cuInit": (c_int, [c_uint]),
+    "cuDeviceGetCount": (c_int, [P(c_int)]),
+    "cuDeviceGet": (c_int, [P(c_int), c_int]),
+    "cuDeviceGetAttribute": (c_int, [P(c_int), c_int, c_int]),
+    "cuCtxGetCurrent": (c_int, [P(c_void_p)]),
+    "cuCtxSynchronize": (c_int, []),
+    "cuCtxPushCurrent_v2": (c_int, [c_void_p]),
+    "cuCtxPopCurrent_v2": (c_int, [P(c_void_p)]),
+    "cuDevicePrimaryCtxGetState": (c_int, [c_int, P(c_uint), P(c_int)]),
+    "cuDevicePrimaryCtxRetain": (c_int, [P(c_void_p), c_int]),
+    "cuDevicePrimaryCtxRelease_v2": (c_int, [c_int]),
+}
+
 CUDA_SUCCESS = 0
 CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_NOT_FOUND = 500
 #: CUstreamCaptureStatus
 CAPTURE_STATUS_NONE, CAPTURE_STATUS_ACTIVE, CAPTURE_STATUS_INVALIDATED = 0, 1, 2
+#: CUdevice_attribute values (cuda.h) of the device-info block
+ATTRIBUTE_CLOCK_RATE = 13                  # kHz
+ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+ATTRIBUTE_MEMORY_CLOCK_RATE = 36           # kHz
+ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH = 37     # bits
+ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
 
 class CudaError(RuntimeError):
@@ -31,6 +65,7 @@ class CudaError(RuntimeError):
 
     def __init__(self, func: str, code: int, text: str):
         super().__init__(f"{func} failed: CUDA error {code}: {text}")
+        self.func = func
         self.code = code
 
 
@@ -39,7 +74,11 @@ class CudaDriver:
 
     def __init__(self, lib):
         self.lib = lib
+        self._attributes = {}
+        self._initialized = False
+        self._lock = threading.Lock()
 
+    # ------------------------------------------------------------------ checked calls
     def error_string(self, code: int) -> str:
         """The driver's text for ``code`` (``cuGetErrorString``)."""
         text = ctypes.c_char_p()
@@ -55,6 +94,14 @@ class CudaDriver:
         if code != CUDA_SUCCESS:
             raise CudaError(func, code, self.error_string(code))
 
+    def call(self, func: str, *args) -> None:
+        """Call ``func(*args)``; raise :class:`CudaError` unless it returns CUDA_SUCCESS (or is missing)."""
+        fn = getattr(self.lib, func, None)
+        if fn is None:
+            raise CudaError(func, CUDA_ERROR_NOT_FOUND, f"{func} is not exported by this libcuda")
+        self.check(func, fn(*args))
+
+    # ------------------------------------------------------------------ the metric launcher
     def param_layout(self, function: int) -> list:
         """``[(offset, size), ...]`` of every kernel parameter of ``function`` (``cuFuncGetParamInfo``)."""
         out = []
@@ -72,8 +119,79 @@ class CudaDriver:
         self.check("cuStreamIsCapturing", self.lib.cuStreamIsCapturing(stream, ctypes.byref(status)))
         return status.value != CAPTURE_STATUS_NONE
 
+    # ------------------------------------------------------------------ the CUPTI backend
+    def _init(self) -> None:
+        if not self._initialized:
+            self.call("cuInit", 0)
+            self._initialized = True
+
+    def synchronize(self) -> None:
+        """Wait for every kernel launched so far: the current context, then each active primary context."""
+        self._init()
+        current = c_void_p()
+        self.call("cuCtxGetCurrent", ctypes.byref(current))
+        if current.value:
+            self.call("cuCtxSynchronize")
+        count = c_int()
+        self.call("cuDeviceGetCount", ctypes.byref(count))
+        for index in range(count.value):
+            device = self._device(index)
+            flags, active = c_uint(), c_int()
+            self.call("cuDevicePrimaryCtxGetState", device, ctypes.byref(flags), ctypes.byref(active))
+            if not active.value:
+                continue
+            ctx, popped = c_void_p(), c_void_p()
+            self.call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), device)
+            try:
+                self.call("cuCtxPushCurrent_v2", ctx)
+                try:
+                    self.call("cuCtxSynchronize")
+                finally:
+                    self.call("cuCtxPopCurrent_v2", ctypes.byref(popped))
+            finally:
+                self.call("cuDevicePrimaryCtxRelease_v2", device)
+
+    def device_attributes(self, index: int) -> dict:
+        """Proton's device-info entry for device ``index``: arch, bus_width, clock rates (kHz), num_sms."""
+        info = self._attributes.get(index)
+        if info is not None:
+            return info
+        self._init()
+        device = self._device(index)
+
+        def get(attribute: int) -> int:
+            value = c_int()
+            self.call("cuDeviceGetAttribute", ctypes.byref(value), attribute, device)
+            return int(value.value)
+        major = get(ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+        minor = get(ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+        info = {
+            "arch": str(major * 10 + minor),
+            "bus_width": get(ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+            "clock_rate": get(ATTRIBUTE_CLOCK_RATE),
+            "memory_clock_rate": get(ATTRIBUTE_MEMORY_CLOCK_RATE),
+            "num_sms": get(ATTRIBUTE_MULTIPROCESSOR_COUNT),
+        }
+        with self._lock:
+            self._attributes[index] = info
+        return info
+
+    def _device(self, index: int) -> int:
+        device = c_int()
+        self.call("cuDeviceGet", ctypes.byref(device), int(index))
+        return device.value
+
+
+def declare(handle) -> None:
+    """Give every exported function of both tables its result and argument types (real libcuda only)."""
+    for name, (restype, argtypes) in {**PROTOTYPES, **DEVICE_PROTOTYPES}.items():
+        fn = getattr(handle, name, None)
+        if fn is not None:  # cuFuncGetParamInfo is CUDA 12.4+: its absence only disables the launcher
+            fn.restype, fn.argtypes = restype, argtypes
+
 
 _driver: list = []
+_load_error: list = []
 
 
 def driver(lib=None) -> Optional[CudaDriver]:
@@ -86,11 +204,20 @@ def driver(lib=None) -> Optional[CudaDriver]:
         return _driver[0]
     if not _driver:
         try:
-            handle = ctypes.CDLL("libcuda.so.1")
-            for name, (restype, argtypes) in PROTOTYPES.items():
-                fn = getattr(handle, name)
-                fn.restype, fn.argtypes = restype, argtypes
-            _driver.append(CudaDriver(handle))
-        except (OSError, AttributeError):
+            handle = ctypes.CDLL(LIBCUDA)
+        except OSError as e:
+            _load_error[:] = [str(e)]
             _driver.append(None)
+        else:
+            declare(handle)
+            _driver.append(CudaDriver(handle))
     return _driver[0]
+
+
+def required_driver() -> CudaDriver:
+    """:func:`driver`, or a ``RuntimeError`` naming why libcuda could not be loaded."""
+    drv = driver()
+    if drv is None:
+        why = _load_error[0] if _load_error else "not loaded"
+        raise RuntimeError(f"[PROTON] the CUDA driver ({LIBCUDA}) could not be loaded: {why}")
+    return drv

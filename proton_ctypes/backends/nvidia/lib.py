@@ -1,27 +1,25 @@
-"""libcupti through ctypes: finding and loading it, one declaration per function, checked calls.
+"""libcupti through ctypes: one declaration per function, and the one owner of every call.
 
-Loading order (gpu-backends.md §1; the first that works wins, the winner is kept in
-:attr:`CuptiLib.source` for the profile metadata):
-
-0. ``TRITON_CUPTI_LIB_PATH`` — a directory holding ``libcupti.so*`` or a file;
-1. a libcupti already mapped in this process (``/proc/self/maps``; ``import torch`` maps
-   its own), so that no second copy is ever loaded;
-2. ``cuda.pathfinder.load_nvidia_dynamic_lib("cupti")``;
-3. the copy in the triton wheel, ``triton/backends/nvidia/lib/cupti/libcupti.so*``;
-4. otherwise a :class:`RuntimeError` naming what is missing.
+Where the library comes from is :mod:`.locate` (``TRITON_CUPTI_LIB_PATH``, a copy already
+mapped, cuda.pathfinder, the triton wheel); the winner is kept in :attr:`CuptiLib.source`
+for the profile metadata.
 
 Every CUPTI function used by the backend is declared exactly once, in :data:`PROTOTYPES`.
-:class:`CuptiLib` wraps the library: ``lib.call("cuptiX", ...)`` raises :class:`CuptiError`
-(carrying ``cuptiGetResultString``'s text and the function name) on any non-zero result.
+:class:`CuptiLib` is the one owner of the library (as Kineto's ``CuptiActivityApi``): the
+backend, the callback hub and the PC sampler call its methods, never a CUPTI function; a
+failing call raises :class:`CuptiError`, carrying ``cuptiGetResultString``'s text and the
+function name.  Calls whose failure is expected (teardown, probing loops) say so by name
+(``disable_kind``, ``dropped_records``, ...) and return quietly.
 ``load_cupti(lib=fake)`` accepts any object exposing the same function names (the CPU
 tests' fake libcupti).
 """
 from __future__ import annotations
 
 import ctypes
-import glob
-import os
 from typing import Optional
+
+from .layout import RECORD_ALIGNMENT
+from .locate import find_cupti
 
 # ------------------------------------------------------------------ C types used in the prototypes
 U8, U32, U64, SIZE_T, VOIDP = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
@@ -102,6 +100,9 @@ RUNTIME_LAUNCH_CBIDS = {
 GRAPH_LAUNCH_CBIDS = {514, 515, 311, 312}
 #: Callback ids probed by the deny loop (ids that do not exist fail harmlessly).
 MAX_CBID = 1000
+#: First CUPTI API version (CUDA 12.9) that survives a declined buffer request; older ones
+#: can crash (Kineto declines only from this version on).
+MIN_VERSION_DECLINE_BUFFER = 27
 
 
 class CuptiError(RuntimeError):
@@ -114,85 +115,6 @@ class CuptiError(RuntimeError):
         self.text = text
 
 
-# ------------------------------------------------------------------ locating the library
-def _from_env() -> Optional[str]:
-    """The library named by ``TRITON_CUPTI_LIB_PATH`` (a directory or a file), if set."""
-    value = os.environ.get("TRITON_CUPTI_LIB_PATH")
-    if not value:
-        return None
-    if os.path.isdir(value):
-        found = sorted(glob.glob(os.path.join(value, "libcupti.so*")), key=len)
-        if not found:
-            raise RuntimeError(f"[PROTON] TRITON_CUPTI_LIB_PATH={value!r} holds no libcupti.so*")
-        return found[0]
-    if os.path.isfile(value):
-        return value
-    raise RuntimeError(f"[PROTON] TRITON_CUPTI_LIB_PATH={value!r} is neither a file nor a directory")
-
-
-def mapped_cupti(maps_path: str = "/proc/self/maps") -> Optional[str]:
-    """Path of a libcupti already mapped into this process, or None."""
-    try:
-        with open(maps_path) as f:
-            for line in f:
-                path = line.split(maxsplit=5)[-1].strip() if line.count(" ") >= 5 else ""
-                if "/libcupti.so" in path and os.path.exists(path):
-                    return path
-    except OSError:
-        return None
-    return None
-
-
-def _from_pathfinder():
-    """A loaded libcupti from cuda.pathfinder, or None (pathfinder missing or no such library)."""
-    try:
-        import cuda.pathfinder as pathfinder
-    except ImportError:
-        return None
-    if "cupti" not in getattr(pathfinder, "SUPPORTED_NVIDIA_LIBNAMES", ("cupti",)):
-        return None
-    try:
-        loaded = pathfinder.load_nvidia_dynamic_lib("cupti")
-    except Exception:  # DynamicLibNotFoundError and relatives
-        return None
-    return getattr(loaded, "abs_path", None)
-
-
-def triton_wheel_cupti() -> Optional[str]:
-    """Path of the libcupti shipped in the triton wheel, or None."""
-    try:
-        import importlib.util
-        spec = importlib.util.find_spec("triton")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for root in spec.submodule_search_locations:
-        found = sorted(glob.glob(os.path.join(root, "backends", "nvidia", "lib", "cupti", "libcupti.so*")), key=len)
-        if found:
-            return found[0]
-    return None
-
-
-def find_cupti() -> tuple:
-    """Return ``(source, path)`` of the libcupti to load, following the documented order."""
-    path = _from_env()
-    if path:
-        return "TRITON_CUPTI_LIB_PATH", path
-    path = mapped_cupti()
-    if path:
-        return "mapped", path
-    path = _from_pathfinder()
-    if path:
-        return "cuda.pathfinder", path
-    path = triton_wheel_cupti()
-    if path:
-        return "triton wheel", path
-    raise RuntimeError("proton_ctypes: libcupti not found; set TRITON_CUPTI_LIB_PATH or install nvidia-cuda-cupti "
-                       "(searched: TRITON_CUPTI_LIB_PATH, libraries mapped in this process, cuda.pathfinder, "
-                       "triton/backends/nvidia/lib/cupti)")
-
-
 def declare(lib) -> None:
     """Give every function of :data:`PROTOTYPES` its argtypes and an int restype (real libraries only)."""
     for name, argtypes in PROTOTYPES.items():
@@ -202,7 +124,7 @@ def declare(lib) -> None:
 
 
 class CuptiLib:
-    """A loaded libcupti (or a fake with the same function names) with checked calls."""
+    """A loaded libcupti (or a fake with the same function names): every CUPTI call of the package."""
 
     def __init__(self, lib, source: str, path: Optional[str]):
         self.lib = lib
@@ -211,16 +133,17 @@ class CuptiLib:
         version = U32()
         self.call("cuptiGetVersion", ctypes.byref(version))
         self.version = int(version.value)
+        # bound once: called per scope edge (extcorr attribution) and per graph node
+        self._push = lib.cuptiActivityPushExternalCorrelationId
+        self._pop = lib.cuptiActivityPopExternalCorrelationId
+        self._node_id = lib.cuptiGetGraphNodeId
 
-    def fn(self, name: str):
-        """The raw function ``name`` (returns the CUptiResult; for hot paths that check it themselves)."""
-        return getattr(self.lib, name)
-
+    # ------------------------------------------------------------------ checked calls
     def result_string(self, code: int) -> str:
         """``cuptiGetResultString`` text for ``code`` (never raises)."""
         text = ctypes.c_char_p()
         try:
-            if getattr(self.lib, "cuptiGetResultString")(int(code), ctypes.byref(text)) == SUCCESS and text.value:
+            if self.lib.cuptiGetResultString(int(code), ctypes.byref(text)) == SUCCESS and text.value:
                 return text.value.decode(errors="replace")
         except Exception:
             pass
@@ -238,8 +161,150 @@ class CuptiLib:
             raise CuptiError(name, int(code), self.result_string(code))
 
     def try_call(self, name: str, *args) -> int:
-        """Call ``name(*args)`` and return its result code without raising (probing loops only)."""
+        """Call ``name(*args)`` and return its result code without raising."""
         return int(getattr(self.lib, name)(*args))
+
+    # ------------------------------------------------------------------ activity API
+    @property
+    def can_decline_buffers(self) -> bool:
+        """Whether a buffer request may be declined (``*buffer = NULL``) without crashing CUPTI."""
+        return self.version >= MIN_VERSION_DECLINE_BUFFER
+
+    def register_buffer_callbacks(self, request, complete) -> None:
+        """``cuptiActivityRegisterCallbacks``: CUPTI asks ``request`` for buffers, returns them to ``complete``."""
+        self.call("cuptiActivityRegisterCallbacks", request, complete)
+
+    def set_thread_id_type(self, kind: int) -> None:
+        """``cuptiSetThreadIdType`` (API records then carry ``kind`` thread ids)."""
+        self.call("cuptiSetThreadIdType", kind)
+
+    def enable_kind(self, kind: int) -> None:
+        """``cuptiActivityEnable(kind)``."""
+        self.call("cuptiActivityEnable", kind)
+
+    def disable_kind(self, kind: int) -> None:
+        """``cuptiActivityDisable(kind)``, errors ignored (teardown)."""
+        self.try_call("cuptiActivityDisable", kind)
+
+    def deny_api_records(self, keep_driver, keep_runtime) -> None:
+        """Switch off the driver/runtime API records of every callback id but ``keep_*``.
+
+        Ids 1..:data:`MAX_CBID` are probed; ids that do not exist fail harmlessly.
+        """
+        driver_api, runtime_api = self.lib.cuptiActivityEnableDriverApi, self.lib.cuptiActivityEnableRuntimeApi
+        for cbid in range(1, MAX_CBID):
+            if cbid not in keep_driver:
+                driver_api(cbid, 0)
+            if cbid not in keep_runtime:
+                runtime_api(cbid, 0)
+
+    def flush_all(self, flag: int = 0) -> None:
+        """``cuptiActivityFlushAll(flag)``: hand every completed (with FLUSH_FORCED: every) buffer back."""
+        self.call("cuptiActivityFlushAll", flag)
+
+    def flush_all_quietly(self, flag: int = FLUSH_FORCED) -> None:
+        """:meth:`flush_all`, errors ignored (teardown)."""
+        self.try_call("cuptiActivityFlushAll", flag)
+
+    def dropped_records(self) -> int:
+        """Records CUPTI dropped since the last call (``cuptiActivityGetNumDroppedRecords``; 0 on error)."""
+        dropped = SIZE_T()
+        if self.try_call("cuptiActivityGetNumDroppedRecords", None, 0, ctypes.byref(dropped)) != SUCCESS:
+            return 0
+        return int(dropped.value)
+
+    def record_offsets(self, address: int, valid: int):
+        """Yield the byte offset of each record of a completed buffer, up to its end or the
+        first record CUPTI cannot read (``cuptiActivityGetNextRecord``)."""
+        get_next = self.lib.cuptiActivityGetNextRecord
+        record = VOIDP(None)
+        ref = ctypes.byref(record)
+        for _ in range(valid // RECORD_ALIGNMENT):  # no record is shorter than the alignment
+            if get_next(address, valid, ref) != SUCCESS:  # MAX_LIMIT_REACHED: the end of the buffer
+                return
+            yield record.value - address
+
+    def timestamp(self) -> int:
+        """``cuptiGetTimestamp``: CUPTI's clock in ns."""
+        stamp = U64()
+        code = self.lib.cuptiGetTimestamp(ctypes.byref(stamp))
+        if code:
+            self.check("cuptiGetTimestamp", code)
+        return stamp.value
+
+    def push_external(self, kind: int, external_id: int) -> None:
+        """Push ``external_id`` on this thread's external-correlation stack of ``kind``."""
+        code = self._push(kind, external_id)
+        if code:
+            self.check("cuptiActivityPushExternalCorrelationId", code)
+
+    def pop_external(self, kind: int) -> int:
+        """Pop this thread's innermost external-correlation id of ``kind`` and return it."""
+        out = U64()
+        code = self._pop(kind, ctypes.byref(out))
+        if code:
+            self.check("cuptiActivityPopExternalCorrelationId", code)
+        return int(out.value)
+
+    # ------------------------------------------------------------------ callback API
+    def subscribe(self, callback) -> VOIDP:
+        """``cuptiSubscribe`` with ``callback`` (a :data:`CALLBACK_FUNC`); returns the subscriber handle."""
+        handle = VOIDP()
+        self.call("cuptiSubscribe", ctypes.byref(handle), callback, None)
+        return handle
+
+    def unsubscribe(self, subscriber) -> None:
+        """``cuptiUnsubscribe``, errors ignored (teardown)."""
+        self.try_call("cuptiUnsubscribe", subscriber)
+
+    def enable_callback(self, subscriber, domain: int, cbid: int) -> None:
+        """``cuptiEnableCallback(1, ...)`` for one callback id."""
+        self.call("cuptiEnableCallback", 1, subscriber, domain, cbid)
+
+    def disable_callback(self, subscriber, domain: int, cbid: int) -> None:
+        """``cuptiEnableCallback(0, ...)`` for one callback id, errors ignored (teardown)."""
+        self.try_call("cuptiEnableCallback", 0, subscriber, domain, cbid)
+
+    def graph_node_id(self, node_handle) -> Optional[int]:
+        """``cuptiGetGraphNodeId`` of a ``CUgraphNode``, None when CUPTI does not know it."""
+        out = U64()
+        if self._node_id(node_handle, ctypes.byref(out)) != SUCCESS:
+            return None
+        return int(out.value)
+
+    # ------------------------------------------------------------------ PC sampling API
+    # Each takes its ``CUpti_*Params`` structure (pcsampling_layout.py), filled by the caller.
+    def pc_sampling_num_stall_reasons(self, params) -> None:
+        self.call("cuptiPCSamplingGetNumStallReasons", ctypes.byref(params))
+
+    def pc_sampling_stall_reasons(self, params) -> None:
+        self.call("cuptiPCSamplingGetStallReasons", ctypes.byref(params))
+
+    def pc_sampling_configure(self, params) -> None:
+        self.call("cuptiPCSamplingSetConfigurationAttribute", ctypes.byref(params))
+
+    def pc_sampling_enable(self, params) -> None:
+        self.call("cuptiPCSamplingEnable", ctypes.byref(params))
+
+    def pc_sampling_disable(self, params) -> None:
+        """``cuptiPCSamplingDisable``, errors ignored (teardown)."""
+        self.try_call("cuptiPCSamplingDisable", ctypes.byref(params))
+
+    def pc_sampling_start(self, params) -> None:
+        self.call("cuptiPCSamplingStart", ctypes.byref(params))
+
+    def pc_sampling_stop(self, params) -> None:
+        self.call("cuptiPCSamplingStop", ctypes.byref(params))
+
+    def pc_sampling_get_data(self, params) -> None:
+        self.call("cuptiPCSamplingGetData", ctypes.byref(params))
+
+    def sass_to_source(self, params) -> bool:
+        """``cuptiGetSassToSourceCorrelation``; False when the cubin has no line info."""
+        return self.try_call("cuptiGetSassToSourceCorrelation", ctypes.byref(params)) == SUCCESS
+
+    def cubin_crc(self, params) -> None:
+        self.call("cuptiGetCubinCrc", ctypes.byref(params))
 
 
 def load_cupti(lib=None, path: Optional[str] = None) -> CuptiLib:

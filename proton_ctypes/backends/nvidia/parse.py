@@ -28,9 +28,19 @@ import numpy as np
 
 from . import layout as L
 
-#: Offset of the ``start`` timestamp in the record, for the kinds that carry one.
-_TIMESTAMP_OFFSET = {L.KIND_CONCURRENT_KERNEL: 16, L.KIND_DRIVER: 8, L.KIND_RUNTIME: 8}
+#: Bytes per slot: records start on (and are a whole number of) 8-byte slots.
+SLOT = L.RECORD_ALIGNMENT
 _MAX_KIND = 64
+
+
+def _start_slot(fields) -> int:
+    """The slot of the ``start`` timestamp within a record of ``fields``."""
+    return next(off for name, _fmt, off in fields if name == "start") // SLOT
+
+
+#: Slot of the ``start`` timestamp in a kernel record (2) and in an API record (1).
+KERNEL_START_SLOT = _start_slot(L.KERNEL_FIELDS)
+API_START_SLOT = _start_slot(L.API_FIELDS)
 
 
 def _subset(fields, names):
@@ -68,14 +78,14 @@ class BufferParser:
         for kind, size in self.sizes.items():
             step[kind] = size
         self._step = step
-        self._slot_step = step // 8
+        self._slot_step = step // SLOT
         self._step_list = step.tolist()
 
     # ------------------------------------------------------------------ public
     def parse(self, buf: np.ndarray, valid: int) -> dict:
         """Return ``{kind: {field: column}}`` for the first ``valid`` bytes of ``buf`` (uint8, 8-aligned)."""
         valid = int(valid)
-        if valid < 8:
+        if valid < SLOT:
             return {}
         buf = buf[:valid]
         first = int(buf[:4].view("<u4")[0])
@@ -107,10 +117,9 @@ class BufferParser:
         at a record's ``start``, two slots after a kernel record's start and one after an
         API record's.  External-correlation records carry no timestamp and are found by kind.
         """
-        if valid % 8:
+        if valid % SLOT:
             return None
-        n8 = valid // 8
-        quads = buf.view("<u8")
+        n_slots = valid // SLOT
         words = buf.view("<u4")
         high = words[1::2]                                        # high halves: enough for a window test
         lo = np.uint32(self.ts_lo >> 32)
@@ -118,9 +127,9 @@ class BufferParser:
         first = np.flatnonzero(inside[1:] & ~inside[:-1]) + 1    # the first timestamp of each record
         if first.size == 0:
             return None
-        k_slots = first[np.searchsorted(first, 2):] - 2
+        k_slots = first[np.searchsorted(first, KERNEL_START_SLOT):] - KERNEL_START_SLOT
         k_slots = k_slots[words[2 * k_slots] == L.KIND_CONCURRENT_KERNEL]
-        a_slots = first[np.searchsorted(first, 1):] - 1
+        a_slots = first[np.searchsorted(first, API_START_SLOT):] - API_START_SLOT
         a_kinds = words[2 * a_slots]
         is_api = (a_kinds == L.KIND_DRIVER) | (a_kinds == L.KIND_RUNTIME)
         slot_parts = [k_slots, a_slots[is_api]]
@@ -136,9 +145,9 @@ class BufferParser:
         if cand.size == 0 or cand[0] != 0:
             return None
         nxt = cand + self._slot_step[kinds]
-        if not (nxt[-1] == n8 and np.array_equal(cand[1:], nxt[:-1])):
+        if not (nxt[-1] == n_slots and np.array_equal(cand[1:], nxt[:-1])):
             path = _path_from_first(cand, nxt)
-            if nxt[path[-1]] != n8:
+            if nxt[path[-1]] != n_slots:
                 return None
             cand, kinds = cand[path], kinds[path]
         return _by_kind(cand, kinds)
@@ -158,19 +167,19 @@ class BufferParser:
                 break
             append(p)
             p += size
-        slots = np.asarray(offsets, np.int64) >> 3
+        slots = np.asarray(offsets, np.int64) // SLOT
         return _by_kind(slots, buf.view("<u4")[2 * slots] if slots.size else slots)
 
     def _gather(self, buf, valid, slots_by_kind: dict) -> dict:
         """Gather the needed fields of each kind's records: one fancy index per field."""
         words = buf[: valid - valid % 4].view("<u4")
-        quads = buf[: valid - valid % 8].view("<u8")
+        quads = buf[: valid - valid % SLOT].view("<u8")
         out = {}
         for kind, q in slots_by_kind.items():
             w = q * 2
             cols = {}
             for name, fmt, off in PARSED_FIELDS[kind]:
-                col = quads[q + off // 8] if fmt[-1] == "8" else words[w + off // 4]
+                col = quads[q + off // SLOT] if fmt[-1] == "8" else words[w + off // 4]
                 cols[name] = col if col.dtype == np.dtype(fmt) else col.view(fmt)
             out[kind] = cols
         return out
@@ -209,6 +218,11 @@ def _path_from_first(cand: np.ndarray, nxt: np.ndarray):
             return reach
         reach = np.concatenate([reach, new])
         jump = jump[jump]
+
+
+def record_count(parts: dict) -> int:
+    """The number of records in a :meth:`BufferParser.parse` result (kinds it does not parse are not counted)."""
+    return sum(len(next(iter(cols.values()))) for cols in parts.values())
 
 
 def concat_columns(parts: list) -> dict:

@@ -52,6 +52,7 @@ MIN_SAMPLING_PERIOD, MAX_SAMPLING_PERIOD = 5, 31
 RESOURCE_CBIDS = (L.RESOURCE_CONTEXT_CREATED, L.RESOURCE_CONTEXT_DESTROY_STARTING,
                   L.RESOURCE_MODULE_LOADED, L.RESOURCE_MODULE_UNLOAD_STARTING)
 
+#: CUPTI allocates the file and directory names of a source correlation with malloc; we free them
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.free.argtypes = [ctypes.c_void_p]
 _libc.free.restype = None
@@ -101,13 +102,13 @@ class ContextConfig:
             self.pcs[i].stallReason = base + i * step
         self.data = L.PCSamplingData(size=ctypes.sizeof(L.PCSamplingData), collectNumPcs=n,
                                      pPcData=ctypes.addressof(self.pcs))
-        infos = (L.ConfigurationInfo * 7)()
         values = ((L.ATTR_STALL_REASON, None), (L.ATTR_SAMPLING_PERIOD, ("samplingPeriod", sampling_period)),
                   (L.ATTR_HARDWARE_BUFFER_SIZE, ("hardwareBufferSize", HARDWARE_BUFFER_SIZE)),
                   (L.ATTR_SCRATCH_BUFFER_SIZE, ("scratchBufferSize", SCRATCH_BUFFER_SIZE)),
                   (L.ATTR_SAMPLING_DATA_BUFFER, ("samplingDataBuffer", ctypes.addressof(self.data))),
                   (L.ATTR_ENABLE_START_STOP_CONTROL, ("enableStartStopControl", 1)),
                   (L.ATTR_COLLECTION_MODE, ("collectionMode", L.COLLECTION_MODE_CONTINUOUS)))
+        infos = (L.ConfigurationInfo * len(values))()
         for info, (kind, field) in zip(infos, values):
             info.attributeType = kind
             if field is None:
@@ -118,20 +119,20 @@ class ContextConfig:
         self.infos = infos
         params = L.make_params(L.ConfigurationInfoParams, ctx=ctx, numAttributes=len(infos),
                                pPCSamplingConfigurationInfo=ctypes.addressof(infos))
-        lib.call("cuptiPCSamplingSetConfigurationAttribute", ctypes.byref(params))
+        lib.pc_sampling_configure(params)
 
     @staticmethod
     def _stall_reasons(lib: CuptiLib, ctx: int):
         count = ctypes.c_size_t()
         p = L.make_params(L.GetNumStallReasonsParams, ctx=ctx, numStallReasons=ctypes.addressof(count))
-        lib.call("cuptiPCSamplingGetNumStallReasons", ctypes.byref(p))
+        lib.pc_sampling_num_stall_reasons(p)
         n = int(count.value)
         bufs = [ctypes.create_string_buffer(L.STALL_REASON_STRING_SIZE) for _ in range(n)]
         names = (ctypes.c_void_p * max(1, n))(*[ctypes.addressof(b) for b in bufs])
         indices = (L.U32 * max(1, n))()
         p = L.make_params(L.GetStallReasonsParams, ctx=ctx, numStallReasons=n,
                           stallReasonIndex=ctypes.addressof(indices), stallReasons=ctypes.addressof(names))
-        lib.call("cuptiPCSamplingGetStallReasons", ctypes.byref(p))
+        lib.pc_sampling_stall_reasons(p)
         return [b.value.decode(errors="replace") for b in bufs], [int(indices[i]) for i in range(n)]
 
     def pc_records(self):
@@ -169,13 +170,13 @@ class PCSampler:
     def enable_callbacks(self, hub) -> None:
         """Turn on the resource and driver launch callbacks this mode needs."""
         for cbid in RESOURCE_CBIDS:
-            self.lib.call("cuptiEnableCallback", 1, hub.subscriber, CB_DOMAIN_RESOURCE, cbid)
+            self.lib.enable_callback(hub.subscriber, CB_DOMAIN_RESOURCE, cbid)
         hub.enable_launch_callbacks()
 
     def disable_callbacks(self, hub) -> None:
         """Switch the resource callbacks off again (errors ignored: teardown)."""
         for cbid in RESOURCE_CBIDS:
-            self.lib.try_call("cuptiEnableCallback", 0, hub.subscriber, CB_DOMAIN_RESOURCE, cbid)
+            self.lib.disable_callback(hub.subscriber, CB_DOMAIN_RESOURCE, cbid)
 
     def on_callback(self, domain, cbid, data) -> None:
         """CUPTI callback entry: never raises into C; CUPTI errors become one RuntimeWarning each."""
@@ -220,7 +221,7 @@ class PCSampler:
     def cubin_crc(self, cubin: int, size: int) -> int:
         """``cuptiGetCubinCrc`` of the cubin at ``cubin`` (``size`` bytes)."""
         p = L.make_params(L.CubinCrcParams, cubinSize=size, cubin=cubin)
-        self.lib.call("cuptiGetCubinCrc", ctypes.byref(p))
+        self.lib.cubin_crc(p)
         return int(p.cubinCrc)
 
     def load_module(self, cubin: int, size: int) -> None:
@@ -256,7 +257,7 @@ class PCSampler:
         function = ctypes.string_at(function_ptr).decode(errors="replace") if function_ptr else ""
         p = L.make_params(L.SassToSourceParams, cubin=entry[0], functionName=function_ptr,
                           cubinSize=entry[1], pcOffset=pc_offset)
-        self.lib.try_call("cuptiGetSassToSourceCorrelation", ctypes.byref(p))  # fails without line info
+        self.lib.sass_to_source(p)  # False without line info: fileName stays NULL
         file_name = ctypes.string_at(p.fileName).decode(errors="replace") if p.fileName else ""
         dir_name = ctypes.string_at(p.dirName).decode(errors="replace") if p.dirName else ""
         for ptr in (p.fileName, p.dirName):
@@ -267,16 +268,16 @@ class PCSampler:
         return frame
 
     # ------------------------------------------------------------------ contexts and ranges
-    def _context_call(self, name: str, ctx: int) -> None:
-        p = L.make_params(L.ContextParams, ctx=ctx)
-        self.lib.call(name, ctypes.byref(p))
+    @staticmethod
+    def _context(ctx: int):
+        return L.make_params(L.ContextParams, ctx=ctx)
 
     def initialize(self, ctx: int) -> ContextConfig:
         """Enable and configure PC sampling on ``ctx`` once (raises :class:`CuptiError`)."""
         with self._lock:
             cfg = self.contexts.get(ctx)
             if cfg is None:
-                self._context_call("cuptiPCSamplingEnable", ctx)
+                self.lib.pc_sampling_enable(self._context(ctx))
                 cfg = self.contexts[ctx] = ContextConfig(self.lib, ctx, self.sampling_period, self.pcdata_struct)
             return cfg
 
@@ -287,7 +288,7 @@ class PCSampler:
                 return
             self.initialize(ctx)
             self.sync()
-            self._context_call("cuptiPCSamplingStart", ctx)
+            self.lib.pc_sampling_start(self._context(ctx))
             self.started = True
 
     def stop(self, ctx: int) -> dict:
@@ -296,7 +297,7 @@ class PCSampler:
             if not self.started:
                 return {}
             cfg = self.contexts.get(ctx)
-            self._context_call("cuptiPCSamplingStop", ctx)
+            self.lib.pc_sampling_stop(self._context(ctx))
             self.started = False
             return self.collect(cfg) if cfg is not None else {}
 
@@ -309,7 +310,7 @@ class PCSampler:
             self._add_buffer(cfg, groups)
             if data.remainingNumPcs > 0 or first:
                 p = L.make_params(L.GetDataParams, ctx=cfg.ctx, pcSamplingData=ctypes.addressof(data))
-                self.lib.call("cuptiPCSamplingGetData", ctypes.byref(p))
+                self.lib.pc_sampling_get_data(p)
                 first = False
             else:
                 break
@@ -359,8 +360,7 @@ class PCSampler:
         with self._lock:
             for c in ([ctx] if ctx is not None else list(self.contexts)):
                 if self.contexts.pop(c, None) is not None:
-                    p = L.make_params(L.ContextParams, ctx=c)
-                    self.lib.try_call("cuptiPCSamplingDisable", ctypes.byref(p))
+                    self.lib.pc_sampling_disable(self._context(c))
             if ctx is None:
                 self.started = False
 

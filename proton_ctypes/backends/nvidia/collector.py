@@ -1,0 +1,215 @@
+"""The CUPTI backend's collector: completed buffers -> parsed columns -> joined batch -> sink.
+
+One daemon thread waits on the buffer pool's wake event.  It parses once
+``parse_batch_buffers`` buffers are waiting or the pool runs low (:meth:`Collector.parse_due`;
+parsing holds the GIL, so fewer, larger rounds disturb the launching threads less), and in
+``periodic_flushing`` mode it also makes CUPTI hand back partial buffers on a timer.
+:meth:`Collector.drain` -- from the thread, a flush or the stop -- parses every completed
+buffer (:mod:`.parse`), recycles it, joins the kernels to their launches (:mod:`.join`) and
+delivers one :data:`~proton_ctypes.backends.base.KERNEL_DTYPE` batch.
+
+The first buffer holding a kernel record also gives the kernel record size, by CUPTI's own
+record walk (:func:`.activity.measure_kernel_stride`).  Spare buffers (CUPTI < 27, see
+:mod:`.buffers`) are parsed only to count their records as dropped.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import layout as L
+from .activity import holds_kernel, measure_kernel_stride
+from .buffers import BufferPool
+from .callbacks import CallbackHub
+from .join import Joiner
+from .lib import GRAPH_LAUNCH_CBIDS, CuptiLib
+from .parse import BufferParser, concat_columns, record_count
+
+#: Parse at once when no more than this many pool buffers are left to hand out.
+LOW_FREE_BUFFERS = 2
+#: The thread's wait between checks when nothing wakes it (no periodic flushing).
+IDLE_WAIT_S = 0.5
+#: Seconds :meth:`Collector.stop_thread` waits for the thread.
+JOIN_TIMEOUT_S = 10
+#: Timestamps a record may carry, around the start time (the parser's plausibility window).
+TIMESTAMP_WINDOW_BEFORE_NS = 3600 * 10**9            # one hour
+TIMESTAMP_WINDOW_AFTER_NS = 365 * 86400 * 10**9      # one year
+#: Kernels seen with no launch-API record at all before the "no API records" warning.
+MIN_KERNELS_FOR_API_CHECK = 16
+_API_KINDS = (L.KIND_DRIVER, L.KIND_RUNTIME)
+
+
+class Collector:
+    """Parses, joins and delivers what CUPTI completes (see the module docstring)."""
+
+    def __init__(self, lib: CuptiLib, pool: BufferPool, parse_batch_buffers: int,
+                 warn_once: Callable[[str, str], None]):
+        self.lib = lib
+        self.pool = pool
+        self.parse_batch_buffers = parse_batch_buffers
+        self.warn_once = warn_once
+        #: the kernel record size: the version table's until CUPTI's walk measured it
+        self.kernel_stride = L.expected_kernel_stride(lib.version)
+        self.stride_source = "version table"
+        #: records CUPTI dropped (``cuptiActivityGetNumDroppedRecords``), and records of spare buffers
+        self.cupti_dropped = 0
+        self.spare_dropped = 0
+        self.parser: Optional[BufferParser] = None
+        self.joiner: Optional[Joiner] = None
+        self.hub: Optional[CallbackHub] = None
+        #: receives each joined batch (None: batches are dropped, e.g. while stopping)
+        self.sink = None
+        #: Cumulative seconds per phase (diagnostics).
+        self.timings = {}
+        self.lock = threading.RLock()
+        self.stop_event = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+
+    # ------------------------------------------------------------------ a session
+    def begin(self, hub: CallbackHub, sink, clock_offset_ns: int, extcorr: bool) -> None:
+        """A new parser and joiner for a session whose CUPTI clock is ``clock_offset_ns`` ahead."""
+        start_ts = time.time_ns() + clock_offset_ns
+        self.parser = BufferParser(self.kernel_stride, ts_lo=start_ts - TIMESTAMP_WINDOW_BEFORE_NS,
+                                   ts_hi=start_ts + TIMESTAMP_WINDOW_AFTER_NS)
+        self.parser.expect_extcorr = extcorr
+        self.joiner = Joiner(clock_offset_ns, hub.resolve_graph_nodes, graph_launch_cbids=GRAPH_LAUNCH_CBIDS)
+        self.hub = hub
+        self.sink = sink
+
+    def start_thread(self, periodic: bool, flush_interval_s: float) -> None:
+        """Start the collector thread (``periodic``: also flush CUPTI every ``flush_interval_s``)."""
+        self.stop_event.clear()
+        self.thread = threading.Thread(target=self._run, args=(periodic, flush_interval_s),
+                                       name="proton_ctypes-cupti", daemon=True)
+        self.thread.start()
+
+    def stop_thread(self) -> None:
+        """Stop the thread and wait for it (not when called from the thread itself)."""
+        self.stop_event.set()
+        self.pool.wake.set()
+        thread, self.thread = self.thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=JOIN_TIMEOUT_S)
+
+    def discard_completed(self) -> None:
+        """Recycle every completed buffer unparsed (a start that failed)."""
+        for address, _ in self.pool.take_completed():
+            self.pool.release(address)
+
+    # ------------------------------------------------------------------ the thread
+    def _run(self, periodic: bool, interval: float) -> None:
+        try:
+            # numpy >= 2 imports numpy.ma on the first np.unique (~15-50 ms): pay it here, off
+            # the launching thread, rather than in the first finalize
+            import numpy.ma  # noqa: F401
+        except Exception:
+            pass
+        next_flush = time.monotonic() + interval
+        wake, stop = self.pool.wake, self.stop_event
+        while not stop.is_set():
+            timeout = max(0.0, next_flush - time.monotonic()) if periodic else IDLE_WAIT_S
+            wake.wait(timeout)
+            wake.clear()
+            if stop.is_set():
+                break
+            try:
+                if periodic and time.monotonic() >= next_flush:
+                    next_flush = time.monotonic() + interval
+                    self.lib.flush_all()
+                if periodic or self.parse_due():
+                    self.drain(hold=True)
+            except Exception as e:  # never let the collector die silently
+                self.warn_once("collector", f"proton_ctypes: CUPTI collector error: {e!r}")
+
+    def parse_due(self) -> bool:
+        """Parse now: enough buffers wait, or so many are out that CUPTI could run short."""
+        pool = self.pool
+        waiting = len(pool.completed)
+        if not waiting:
+            return False
+        free = pool.max_buffers - pool.outstanding
+        return waiting >= self.parse_batch_buffers or free <= LOW_FREE_BUFFERS
+
+    # ------------------------------------------------------------------ the drain
+    def drain(self, hold: bool) -> None:
+        """Parse every completed buffer, recycle it, join and deliver one batch to the sink.
+
+        ``hold``: keep kernels whose launch record may still come in a later buffer.
+        """
+        with self.lock:
+            t0 = time.perf_counter()
+            kernels, api, ext = [], [], []
+            pool = self.pool
+            for address, valid in pool.take_completed():
+                if not pool.owns(address):
+                    continue
+                buf = pool.array(address)
+                try:
+                    if self.stride_source != "walk" and valid:
+                        self._detect_stride(address, buf, valid)
+                    parts = self.parser.parse(buf, valid)
+                finally:
+                    pool.release(address)
+                if pool.is_spare(address):
+                    self.spare_dropped += record_count(parts)
+                    continue
+                for kind, cols in parts.items():
+                    if kind == L.KIND_CONCURRENT_KERNEL:
+                        kernels.append(cols)
+                    elif kind in _API_KINDS:
+                        api.append(cols)
+                    elif kind == L.KIND_EXTERNAL_CORRELATION:
+                        ext.append(cols)
+            t1 = time.perf_counter()
+            joiner = self.joiner
+            joiner.add_api(concat_columns(api))
+            joiner.add_external(concat_columns(ext))
+            joiner.add_python(self.hub.take_python_entries())
+            batch = joiner.join(concat_columns(kernels), hold=hold)
+            self.cupti_dropped += self.lib.dropped_records()
+            self._check_api_records()
+            t2 = time.perf_counter()
+            sink = self.sink
+            if len(batch) and sink is not None:
+                sink(batch)
+            self.add_time("parse_s", t1 - t0)
+            self.add_time("join_s", t2 - t1)
+            self.add_time("sink_s", time.perf_counter() - t2)
+
+    def add_time(self, key: str, seconds: float) -> None:
+        """Add ``seconds`` to the diagnostic timing ``key``."""
+        self.timings[key] = self.timings.get(key, 0.0) + seconds
+
+    def _detect_stride(self, address: int, buf: np.ndarray, valid: int) -> None:
+        """Measure the kernel record size with CUPTI's record walk on the first kernel seen."""
+        if not holds_kernel(buf, valid):
+            return
+        stride = measure_kernel_stride(self.lib, address, valid)
+        if stride is None:
+            return
+        expected = L.expected_kernel_stride(self.lib.version)
+        if stride != expected:
+            self.warn_once("stride", f"proton_ctypes: CUPTI {self.lib.version} writes {stride}-byte kernel records, "
+                                     f"the version table says {expected}; using {stride}")
+        self.kernel_stride, self.stride_source = stride, "walk"
+        self.parser.set_kernel_stride(stride)
+
+    def _check_api_records(self) -> None:
+        stats = self.joiner.stats
+        if stats["kernels"] >= MIN_KERNELS_FOR_API_CHECK and stats["api_records"] == 0:
+            self.warn_once("api", "proton_ctypes: CUPTI delivered kernel records but no launch-API records; "
+                                  "kernels are attributed to the root of their thread's tree")
+
+    @property
+    def stats(self) -> dict:
+        """Stride, drop, parse and join counters."""
+        out = {"kernel_stride": self.kernel_stride, "stride_source": self.stride_source,
+               "cupti_dropped": self.cupti_dropped, "spare_dropped": self.spare_dropped}
+        if self.parser is not None:
+            out.update({"parse_" + k: v for k, v in self.parser.stats.items()})
+        if self.joiner is not None:
+            out.update({"join_" + k: v for k, v in self.joiner.stats.items()})
+        return out
