@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import ctypes
 import pathlib
 
 import pytest
@@ -10,7 +11,8 @@ from fakes.fake_rocprofiler import FakeRocprofilerSdk
 from proton_ctypes.backends import select
 from proton_ctypes.backends.amd import lib as rocm_lib, sdk_runtime as rocm_sdk_runtime
 from proton_ctypes.backends.modes import parse_mode
-from proton_ctypes.backends.amd.sdk_api import RocprofilerError
+from proton_ctypes.backends.amd.sdk_api import RocprofilerError, SdkLib
+from proton_ctypes.backends.amd.tracer_api import RoctracerError, TracerLib
 from proton_ctypes.backends.rocprof import RocprofilerBackend, load_rocprofiler
 
 HIP_MSG = ("Proton does not work when the environment variable HIP_VISIBLE_DEVICES is set on AMD GPUs. "
@@ -164,3 +166,25 @@ def test_rocprof_backend_never_imports_the_api_layer():
             if isinstance(node, ast.ImportFrom):
                 mod = ("." * node.level) + (node.module or "")
                 assert not any(x in mod for x in ("profile", "scope", "state", "session")), (path.name, mod)
+
+
+@pytest.mark.parametrize("wrapper,error,function,soname", [
+    (SdkLib, RocprofilerError, "rocprofiler_flush_buffer", "librocprofiler-sdk.so"),
+    (TracerLib, RoctracerError, "roctracer_flush_activity", "libroctracer64.so"),
+])
+def test_both_amd_libraries_share_one_checked_wrapper(wrapper, error, function, soname):
+    assert issubclass(wrapper, rocm_lib.VendorLib) and issubclass(error, rocm_lib.VendorError)
+    assert wrapper.call is rocm_lib.VendorLib.call and wrapper.raw is rocm_lib.VendorLib.raw
+    lib = wrapper(object())                      # exports nothing
+    assert not lib.has(function)
+    with pytest.raises(error) as e:
+        lib.call(function)
+    assert (e.value.func, e.value.status) == (function, rocm_lib.STATUS_NOT_EXPORTED)
+    assert str(e.value) == f"[PROTON] {function} failed: function not exported by this {soname} (status -1)"
+
+
+def test_the_shared_wrapper_declares_a_real_library_once():
+    libc = ctypes.CDLL(None)
+    prototypes = {"strlen": (ctypes.c_size_t, [ctypes.c_char_p]), "no_such_function_here": (ctypes.c_int, [])}
+    rocm_lib.declare(libc, prototypes)
+    assert libc.strlen.argtypes == [ctypes.c_char_p] and libc.strlen(b"four") == 4

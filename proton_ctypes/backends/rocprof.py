@@ -56,8 +56,7 @@ def _open_sdk(path: str):
 def load_rocprofiler(lib=None, environ=None) -> api.SdkLib:
     """Load librocprofiler-sdk (knobs, mapped copy, ROCm install; or the object ``lib``) and
     declare it. Raises ``RuntimeError("[PROTON] Could not load `librocprofiler-sdk.so`")``."""
-    loaded = rocm_lib.load_library(rocm_lib.ROCPROFILER_SDK_SONAME, lib=lib, opener=_open_sdk, environ=environ)
-    return api.SdkLib(loaded.lib, loaded.path, loaded.source)
+    return api.SdkLib.load(lib, environ, opener=_open_sdk)
 
 
 def configure_early(lib=None) -> None:

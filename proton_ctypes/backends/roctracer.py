@@ -41,8 +41,7 @@ UNKNOWN_KERNEL = "<unknown>"
 def load_roctracer(lib=None, environ=None) -> rt_api.TracerLib:
     """Load libroctracer64 (knobs, mapped copy, ROCm install; or the object ``lib``) and
     declare it. Raises ``RuntimeError("[PROTON] Could not load `libroctracer64.so`")``."""
-    loaded = rocm_lib.load_library(rocm_lib.ROCTRACER_SONAME, lib=lib, environ=environ)
-    return rt_api.TracerLib(loaded.lib, loaded.path, loaded.source)
+    return rt_api.TracerLib.load(lib, environ)
 
 
 class RoctracerBackend:

@@ -5,7 +5,7 @@ RoctracerProfiler subtracts the smallest GPU node id to get the HIP device index
 (``DeviceInfo::mapDeviceId``). The same agent walk gives the device block's facts when
 hip-python is absent (name, CU count, clocks in MHz, memory width). The library comes
 from ``TRITON_HSA_RUNTIME_PATH`` / ``TRITON_HSA_RUNTIME_LIBRARY``, a mapped copy or the
-ROCm install (see :mod:`.rocm_lib`).
+ROCm install (see :mod:`.lib`).
 """
 from __future__ import annotations
 
@@ -38,10 +38,7 @@ PROTOTYPES = {
 def load_hsa(lib=None, environ=None):
     """The HSA runtime library (declared), or the object ``lib``; raises ``RuntimeError`` if absent."""
     loaded = rocm_lib.load_library(rocm_lib.HSA_SONAME, lib=lib, environ=environ)
-    if isinstance(loaded.lib, ctypes.CDLL):
-        for name, (restype, argtypes) in PROTOTYPES.items():
-            fn = getattr(loaded.lib, name)
-            fn.restype, fn.argtypes = restype, argtypes
+    rocm_lib.declare(loaded.lib, PROTOTYPES)
     return loaded.lib
 
 

@@ -1,5 +1,5 @@
-"""Shared pieces of the AMD backends: finding the ROCm libraries, the AMD environment
-check and clock calibration.
+"""Shared pieces of the AMD backends: finding and wrapping the ROCm libraries
+(:class:`VendorLib`), the AMD environment check and clock calibration.
 
 Loading order for a ROCm library (the first that works wins; the winner is kept as the
 loader's ``source`` for the profile metadata):
@@ -13,6 +13,12 @@ loader's ``source`` for the profile metadata):
 4. the plain name through the dynamic loader (``LD_LIBRARY_PATH``);
 5. otherwise ``RuntimeError("[PROTON] Could not load `<name>`")``, Proton's wording.
 
+:class:`VendorLib` is the one wrapper of a loaded vendor library (rocprofiler-sdk's
+:class:`~.sdk_api.SdkLib` and roctracer's :class:`~.tracer_api.TracerLib` keep only what
+differs: their prototypes, their error type and where the error text comes from): it
+loads the library, declares every function once, and ``call`` raises the library's
+:class:`VendorError` carrying the vendor's own error string for any status but success.
+
 Nothing here imports the API layer; nothing runs per kernel launch.
 """
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from typing import Callable, List, NamedTuple, Optional, Tuple
+from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple, Type
 
 ROCPROFILER_SDK_SONAME = "librocprofiler-sdk.so"
 ROCTRACER_SONAME = "libroctracer64.so"
@@ -128,6 +134,87 @@ def amd_available(environ=None) -> Optional[str]:
     if library_available(ROCTRACER_SONAME, environ):
         return "roctracer"
     return None
+
+
+def declare(lib, prototypes: Dict[str, tuple]) -> None:
+    """Give each function of ``prototypes`` (name -> (restype, argtypes)) its types, in a real
+    library only (a fake's Python methods take no declarations); functions it lacks are skipped."""
+    if not isinstance(lib, ctypes.CDLL):
+        return
+    for name, (restype, argtypes) in prototypes.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = restype, argtypes
+
+
+def c_string(value) -> Optional[str]:
+    """A ``const char*`` result as text: bytes from ctypes, or an address (fakes), or None."""
+    if isinstance(value, int):
+        value = ctypes.string_at(value) if value else None
+    if not value:
+        return None
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+# ---------------------------------------------------------------------------- the library wrapper
+class VendorError(RuntimeError):
+    """A vendor library call returned a failing status; the message carries the vendor's text."""
+
+    def __init__(self, func: str, status: int, text: str):
+        super().__init__(f"[PROTON] {func} failed: {text} (status {status})")
+        self.func, self.status, self.text = func, status, text
+
+
+#: status returned by a call the library does not export
+STATUS_NOT_EXPORTED = -1
+
+
+class VendorLib:
+    """A loaded, declared, checked ROCm library (or a fake exposing the same function names).
+
+    Subclasses set :attr:`SONAME`, :attr:`PROTOTYPES`, :attr:`ERROR` and :meth:`error_text`.
+    """
+
+    #: the library's file name (see :func:`load_library`)
+    SONAME: ClassVar[str] = ""
+    #: name -> (restype, argtypes) of every function used
+    PROTOTYPES: ClassVar[Dict[str, tuple]] = {}
+    #: the exception a failing call raises
+    ERROR: ClassVar[Type[VendorError]] = VendorError
+    SUCCESS: ClassVar[int] = 0
+
+    def __init__(self, lib, path: str = "", source: str = ""):
+        self.lib, self.path, self.source = lib, path, source
+        declare(lib, self.PROTOTYPES)
+        self._fn = {name: fn for name in self.PROTOTYPES if (fn := getattr(lib, name, None)) is not None}
+
+    @classmethod
+    def load(cls, lib=None, environ=None, opener: Callable = None):
+        """Load :attr:`SONAME` (or wrap ``lib``) as described in the module docstring."""
+        loaded = load_library(cls.SONAME, lib=lib, opener=opener, environ=environ)
+        return cls(loaded.lib, loaded.path, loaded.source)
+
+    def has(self, name: str) -> bool:
+        """Whether the library exports ``name``."""
+        return name in self._fn
+
+    def raw(self, name: str, *args):
+        """Call ``name`` and return its result unchecked."""
+        try:
+            fn = self._fn[name]
+        except KeyError:
+            raise self.ERROR(name, STATUS_NOT_EXPORTED, f"function not exported by this {self.SONAME}") from None
+        return fn(*args)
+
+    def call(self, name: str, *args) -> None:
+        """Call ``name``; raise :attr:`ERROR` with the vendor's text unless it returns success."""
+        status = self.raw(name, *args)
+        if status != self.SUCCESS:
+            raise self.ERROR(name, int(status), self.error_text(int(status)))
+
+    def error_text(self, status: int) -> str:
+        """The vendor's text for a failed call's ``status``."""
+        return f"status {status}"
 
 
 # ---------------------------------------------------------------------------- environment

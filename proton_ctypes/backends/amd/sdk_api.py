@@ -5,15 +5,17 @@ Written from the rocprofiler-sdk 0.5.0 headers (``source/include/rocprofiler-sdk
 ``fwd.h``, ``registration.h``, ``context.h``, ``buffer.h``, ``buffer_tracing.h``,
 ``callback_tracing.h``, ``external_correlation.h``, ``agent.h``, ``rocprofiler.h``) and
 checked against the ROCm 7 (SDK 1.x) headers where they differ (the ``ancestor`` field of
-``rocprofiler_correlation_id_t``, see :mod:`.rocprof_layout`).
+``rocprofiler_correlation_id_t``, see :mod:`.layout`).
 
-:class:`SdkLib` wraps a loaded library (or a fake with the same function names):
+:class:`SdkLib` is the shared :class:`~.lib.VendorLib` with this library's prototypes:
 ``sdk.call("rocprofiler_x", ...)`` raises :class:`RocprofilerError`, whose message carries
 ``rocprofiler_get_status_string`` and the function name, for any status but SUCCESS.
 """
 from __future__ import annotations
 
 import ctypes
+
+from .lib import ROCPROFILER_SDK_SONAME, VendorError, VendorLib, c_string
 
 U32, U64, I32, SIZE_T, VOIDP = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32, ctypes.c_size_t, ctypes.c_void_p
 P = ctypes.POINTER
@@ -74,7 +76,7 @@ class CallbackRecordRaw(ctypes.Structure):
     """``rocprofiler_callback_tracing_record_t`` received by value: 56 B (SDK 0.x) or 64 B
     (1.x, with ``correlation_id.ancestor``). Declared as the larger size: the record is
     passed in memory on the stack (> 16 B), so reading 8 B more than a 0.x caller wrote is
-    harmless; :func:`~.rocprof_layout.callback_record_fields` decodes either layout."""
+    harmless; :func:`~.layout.callback_record_fields` decodes either layout."""
     _fields_ = [("words", U64 * 8)]
 
 
@@ -136,56 +138,26 @@ PROTOTYPES = {
 }
 
 
-class RocprofilerError(RuntimeError):
+class RocprofilerError(VendorError):
     """A rocprofiler-sdk call returned a status other than SUCCESS."""
 
-    def __init__(self, func: str, status: int, text: str):
-        super().__init__(f"[PROTON] {func} failed: {text} (status {status})")
-        self.func, self.status, self.text = func, status, text
 
+class SdkLib(VendorLib):
+    """librocprofiler-sdk (or a fake exposing the same names): see :class:`~.lib.VendorLib`."""
 
-class SdkLib:
-    """A declared, checked view of librocprofiler-sdk (or of a fake exposing the same names)."""
+    SONAME = ROCPROFILER_SDK_SONAME
+    PROTOTYPES = PROTOTYPES
+    ERROR = RocprofilerError
+    SUCCESS = STATUS_SUCCESS
 
-    def __init__(self, lib, path: str = "", source: str = ""):
-        self.lib, self.path, self.source = lib, path, source
-        self._fn = {}
-        for name, (restype, argtypes) in PROTOTYPES.items():
-            fn = getattr(lib, name, None)
-            if fn is None:
-                continue
-            if isinstance(lib, ctypes.CDLL):
-                fn.restype, fn.argtypes = restype, argtypes
-            self._fn[name] = fn
-
-    def has(self, name: str) -> bool:
-        """Whether the library exports ``name``."""
-        return name in self._fn
-
-    def raw(self, name: str, *args):
-        """Call ``name`` and return its result unchecked."""
-        try:
-            fn = self._fn[name]
-        except KeyError:
-            raise RocprofilerError(name, -1, "function not exported by this librocprofiler-sdk") from None
-        return fn(*args)
-
-    def status_string(self, status: int) -> str:
+    def error_text(self, status: int) -> str:
         """``rocprofiler_get_status_string(status)`` (falls back to the status name or number)."""
         for getter in ("rocprofiler_get_status_string", "rocprofiler_get_status_name"):
-            if getter in self._fn:
-                s = self._fn[getter](status)
-                if isinstance(s, int):
-                    s = ctypes.string_at(s) if s else None
-                if s:
-                    return s.decode(errors="replace") if isinstance(s, bytes) else str(s)
+            if self.has(getter):
+                text = c_string(self.raw(getter, status))
+                if text:
+                    return text
         return f"rocprofiler status {status}"
-
-    def call(self, name: str, *args) -> None:
-        """Call ``name``; raise :class:`RocprofilerError` unless it returns SUCCESS."""
-        status = self.raw(name, *args)
-        if status != STATUS_SUCCESS:
-            raise RocprofilerError(name, int(status), self.status_string(int(status)))
 
     def version(self) -> tuple:
         """``(major, minor, patch)`` from ``rocprofiler_get_version`` (``(0, 0, 0)`` if absent)."""

@@ -2,12 +2,15 @@
 
 Written from the roctracer 4.1 headers (``inc/roctracer.h``, ``inc/roctracer_ext.h``,
 ``inc/ext/prof_protocol.h``). :class:`TracerLib` wraps the library (or a fake with the
-same function names): ``lib.call("roctracer_x", ...)`` raises :class:`RoctracerError`
-carrying ``roctracer_error_string()`` and the function name for any non-zero status.
+same function names; the shared :class:`~.lib.VendorLib`): ``lib.call("roctracer_x", ...)``
+raises :class:`RoctracerError` carrying ``roctracer_error_string()`` and the function name
+for any non-zero status.
 """
 from __future__ import annotations
 
 import ctypes
+
+from .lib import ROCTRACER_SONAME, VendorError, VendorLib, c_string
 
 U32, U64, SIZE_T, VOIDP = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
 P = ctypes.POINTER
@@ -61,48 +64,22 @@ PROTOTYPES = {
 }
 
 
-class RoctracerError(RuntimeError):
+class RoctracerError(VendorError):
     """A roctracer call returned a non-zero status."""
 
-    def __init__(self, func: str, status: int, text: str):
-        super().__init__(f"[PROTON] {func} failed: {text} (status {status})")
-        self.func, self.status, self.text = func, status, text
 
+class TracerLib(VendorLib):
+    """libroctracer64 (or a fake exposing the same names): see :class:`~.lib.VendorLib`."""
 
-class TracerLib:
-    """A declared, checked view of libroctracer64 (or of a fake exposing the same names)."""
+    SONAME = ROCTRACER_SONAME
+    PROTOTYPES = PROTOTYPES
+    ERROR = RoctracerError
+    SUCCESS = STATUS_SUCCESS
 
-    def __init__(self, lib, path: str = "", source: str = ""):
-        self.lib, self.path, self.source = lib, path, source
-        self._fn = {}
-        for name, (restype, argtypes) in PROTOTYPES.items():
-            fn = getattr(lib, name, None)
-            if fn is None:
-                continue
-            if isinstance(lib, ctypes.CDLL):
-                fn.restype, fn.argtypes = restype, argtypes
-            self._fn[name] = fn
-
-    def raw(self, name: str, *args):
-        """Call ``name`` unchecked."""
-        try:
-            fn = self._fn[name]
-        except KeyError:
-            raise RoctracerError(name, -1, "function not exported by this libroctracer64") from None
-        return fn(*args)
-
-    def error_string(self) -> str:
+    def error_text(self, status: int) -> str:
         """``roctracer_error_string()`` (the calling thread's last error)."""
-        s = self._fn["roctracer_error_string"]() if "roctracer_error_string" in self._fn else None
-        if isinstance(s, int):
-            s = ctypes.string_at(s) if s else None
-        return s.decode(errors="replace") if s else "unknown roctracer error"
-
-    def call(self, name: str, *args) -> None:
-        """Call ``name``; raise :class:`RoctracerError` unless it returns 0."""
-        status = self.raw(name, *args)
-        if status:
-            raise RoctracerError(name, int(status), self.error_string())
+        text = c_string(self.raw("roctracer_error_string")) if self.has("roctracer_error_string") else None
+        return text or "unknown roctracer error"
 
     def timestamp(self) -> int:
         """``roctracer_get_timestamp`` in ns (the HSA system clock)."""
@@ -119,6 +96,6 @@ class TracerLib:
 
     def version(self) -> tuple:
         """``(major, minor)`` of the roctracer API."""
-        if "roctracer_version_major" not in self._fn:
+        if not self.has("roctracer_version_major"):
             return (0, 0)
         return (int(self.raw("roctracer_version_major")), int(self.raw("roctracer_version_minor")))
