@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 from typing import Optional, Union
 
-from .core import knobs, manager, naming, optional
+from .core import knobs, manager, naming, optional, signatures
 from .backends import select
 from .flags import flags
 from .hooks.hook import Hook, HookManager
@@ -69,6 +69,7 @@ def start(
     backend = select.auto_select() if backend is None else backend
     mode_str = _mode_str(backend, mode)
     _check_env(backend)
+    signatures.check(signatures.START, (name, str), (context, str), (data, str), (backend, str), (mode_str, str))
     if hook == "triton" or backend == "instrumentation":
         optional.require("hook='triton'" if hook == "triton" else "backend='instrumentation'", "triton", "triton")
     session = manager.create(name, context, data, backend, mode_str)
@@ -102,6 +103,8 @@ def activate(session: Optional[int] = None) -> None:
         IndexError: unknown session id.
     """
     session = _cli_guard(session, "activated")
+    if session is not None:
+        signatures.check(signatures.ACTIVATE, (session, int))
     HookManager.activate(session)
     manager.set_active(session, True)
 
@@ -114,6 +117,8 @@ def deactivate(session: Optional[int] = None, flushing: bool = False) -> None:
         flushing: first bring pending device records into the session.
     """
     session = _cli_guard(session, "deactivated")
+    if session is not None:
+        signatures.check(signatures.DEACTIVATE, (session, int), (flushing, bool))
     HookManager.deactivate(session)
     manager.set_active(session, False, flushing)
 
@@ -129,6 +134,8 @@ def finalize(session: Optional[int] = None, output_format: Optional[str] = "") -
     The file is ``<name>.<format>`` (``<name>.part_<k>.<format>`` per phase after
     ``data.advance_phase``), written whole or not at all.
     """
+    if session is not None and output_format is not None:
+        signatures.check(signatures.FINALIZE, (session, int), (output_format, str))
     HookManager.unregister(session)
     if session is None:
         flags.profiling_on = False
