@@ -6,6 +6,7 @@ trace or python-context session, no metrics); everything else lands here.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import threading
 from time import time_ns
@@ -19,10 +20,9 @@ from ..tree import metrics as tmetrics
 #: process-wide scope/op id counter, starting at 1 (spec §10.4)
 next_id = itertools.count(1).__next__
 
-_OWN_DIR = __file__.rsplit("/", 1)[0]
-
-
-_BACKENDS_DIR = _OWN_DIR + "/backends/"
+#: frames of files under this folder (a backend's launch callback) are not part of a
+#: python-context path
+_BACKENDS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "backends", "")
 
 
 _py = threading.local()
@@ -50,7 +50,8 @@ def python_node(skip: int = 1) -> int:
     """Trie node of the calling thread's Python stack (outermost frame first).
 
     Frames are named ``<file>:<line>@<function>``.  Innermost frames of our backends (a
-    launch callback) are left out.  Each thread remembers the node of every frame it
+    launch callback) are left out.  The thread's state, if any, is the last frame (as in
+    Proton's python context).  Each thread remembers the node of every frame it
     walked through (holding at most 512 frames): the walk stops at the first frame still
     on the stack at the same line, so a launch in a loop costs a few frames, not the
     whole stack.
@@ -84,7 +85,9 @@ def python_node(skip: int = 1) -> int:
             nxt = steps[key] = callpath.child(node, nm)
         node = nxt
         cache[id(fr)] = (fr, line, node)
-    return node
+    ctx = getattr(events.tls, "ctx", None)
+    st = None if ctx is None else ctx.state
+    return node if st is None else callpath.child(node, st)
 
 
 def enter(ctx, name: str, sid: int):
