@@ -49,6 +49,9 @@ KERNEL_DTYPE = np.dtype([
 #: A callable taking one kernel batch; it may be called from any thread.
 Sink = Callable[[np.ndarray], None]
 
+#: ``periodic_flushing``: seconds between the timed flushes of the GPU backends.
+DEFAULT_FLUSH_INTERVAL_S = 0.1
+
 
 def empty_batch(n: int = 0) -> np.ndarray:
     """Return a kernel batch of ``n`` rows with every optional field set to "absent" (-1)."""

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
+from .base import DEFAULT_FLUSH_INTERVAL_S
 from .modes import PC_SAMPLING, PERIODIC_FLUSHING, parse_mode
 from .nvidia.activity import calibrate_clock, choose_attribution, enable_activity
 from .nvidia.buffers import DEFAULT_BUFFER_BYTES, DEFAULT_MAX_BUFFERS, BufferPool
@@ -36,7 +37,6 @@ from .nvidia.driver import required_driver
 from .nvidia.lib import EXTERNAL_CORRELATION_KIND_CUSTOM0, THREAD_ID_TYPE_SYSTEM, CuptiLib, load_cupti
 from .nvidia.pcsampling import PCSampler, pc_sampling_period
 
-DEFAULT_FLUSH_INTERVAL_S = 0.1
 DEFAULT_PARSE_BATCH = 4
 PARSE_BATCH_ENV = "PROTON_CTYPES_PARSE_BATCH"
 _ACTIVE = []  # the CuptiBackend currently started in this process (CUPTI allows one subscriber)

@@ -29,6 +29,7 @@ from .amd import devices as rocm_devices, lib as rocm_lib, parse as rocm_parse
 from .amd import sdk_api as api
 from .amd.sdk_runtime import SdkRuntime, runtime_for
 from .amd.layout import HIP_API_V0, HIP_API_V1, KERNEL_DISPATCH
+from .base import DEFAULT_FLUSH_INTERVAL_S
 from .modes import PROFILER_NAMES, parse_mode
 
 UNKNOWN_KERNEL = "<unknown>"
@@ -70,8 +71,9 @@ class RocprofilerBackend:
     name = "rocprofiler"
     device_type = "HIP"
 
-    def __init__(self, lib=None, hip=None, environ=None, buffer_bytes: int = 64 << 20,
-                 flush_interval_s: float = 0.1, synchronize: Optional[Callable[[], object]] = None):
+    def __init__(self, lib=None, hip=None, environ=None, buffer_bytes: int = rocm_lib.DEFAULT_BUFFER_BYTES,
+                 flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+                 synchronize: Optional[Callable[[], object]] = None):
         self._lib_arg, self._hip, self._environ = lib, hip, environ
         self._buffer_bytes = buffer_bytes
         self.flush_interval_s = flush_interval_s
@@ -199,7 +201,7 @@ class RocprofilerBackend:
     def _parse(self, items, log, final: bool) -> np.ndarray:
         off, rt = self.rt.calibration.offset_ns, self.rt
         if log:  # external-correlation stamps first: they win over the API records
-            a = np.array(log, dtype=np.int64).reshape(-1, 4)
+            a = np.array(log, dtype=np.int64).reshape(-1, rocm_parse.LAUNCH_LOG_FIELDS)
             self._joiner.add_launches(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
         parts = []
         for kind, offs, blob in items:

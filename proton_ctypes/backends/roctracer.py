@@ -33,6 +33,7 @@ from .amd import tracer_api as rt_api
 from .amd.layout import (HIP_API_DATA_CORRELATION, HIP_API_DATA_PHASE, ROCTRACER_DOMAIN_HIP_API,
                          ROCTRACER_DOMAIN_HIP_OPS, ROCTRACER_KIND_KERNEL, ROCTRACER_KIND_TASK,
                          ROCTRACER_RECORD)
+from .base import DEFAULT_FLUSH_INTERVAL_S
 from .modes import parse_mode
 
 UNKNOWN_KERNEL = "<unknown>"
@@ -51,10 +52,11 @@ class RoctracerBackend:
     device_type = "HIP"
 
     def __init__(self, lib=None, hsa=None, hip=None, environ=None, buffer_bytes: Optional[int] = None,
-                 flush_interval_s: float = 0.1, synchronize: Optional[Callable[[], object]] = None):
+                 flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+                 synchronize: Optional[Callable[[], object]] = None):
         self._lib_arg, self._hsa_arg, self._hip, self._environ = lib, hsa, hip, environ
         env = os.environ if environ is None else environ
-        self._buffer_bytes = buffer_bytes or int(env.get("TRITON_PROFILE_BUFFER_SIZE", 64 << 20))
+        self._buffer_bytes = buffer_bytes or int(env.get("TRITON_PROFILE_BUFFER_SIZE", rocm_lib.DEFAULT_BUFFER_BYTES))
         self.flush_interval_s = flush_interval_s
         self._synchronize = synchronize
         self.tracer: Optional[rt_api.TracerLib] = None
@@ -249,7 +251,7 @@ class RoctracerBackend:
         rec = np.frombuffer(b"".join(whole), dtype=ROCTRACER_RECORD)
         off = self.calibration.offset_ns
         if log:  # Python-clock stamps first: they win over the API records
-            a = np.array(log, dtype=np.int64).reshape(-1, 4)
+            a = np.array(log, dtype=np.int64).reshape(-1, rocm_parse.LAUNCH_LOG_FIELDS)
             self._joiner.add_launches(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
         api = rec[rec["domain"] == ROCTRACER_DOMAIN_HIP_API]
         if len(api):

@@ -23,6 +23,9 @@ from typing import Optional
 
 from . import lib as rocm_lib
 
+#: the device block's clock rates are in kHz (as CUDA's); ROCm agents report MHz
+KHZ_PER_MHZ = 1000
+
 _ATTRS = (("clock_rate", "hipDeviceAttributeClockRate"),
           ("memory_clock_rate", "hipDeviceAttributeMemoryClockRate"),
           ("bus_width", "hipDeviceAttributeMemoryBusWidth"),
@@ -80,8 +83,8 @@ def hip_device_info(index: int, hip=None) -> Optional[dict]:
 def agent_device_info(agent: dict) -> dict:
     """The device block entry from a rocprofiler-sdk agent (see :func:`read_agent` in rocprof)."""
     return {"arch": agent.get("arch", ""), "bus_width": int(agent.get("bus_width", 0)),
-            "clock_rate": int(agent.get("clock_mhz", 0)) * 1000,
-            "memory_clock_rate": int(agent.get("mem_clock_mhz", 0)) * 1000,
+            "clock_rate": int(agent.get("clock_mhz", 0)) * KHZ_PER_MHZ,
+            "memory_clock_rate": int(agent.get("mem_clock_mhz", 0)) * KHZ_PER_MHZ,
             "num_sms": int(agent.get("cu_count", 0))}
 
 

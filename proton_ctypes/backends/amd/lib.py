@@ -31,6 +31,8 @@ from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple, 
 ROCPROFILER_SDK_SONAME = "librocprofiler-sdk.so"
 ROCTRACER_SONAME = "libroctracer64.so"
 HSA_SONAME = "libhsa-runtime64.so"
+#: Bytes of the vendor's activity buffer (``TRITON_PROFILE_BUFFER_SIZE``'s default, as Proton's).
+DEFAULT_BUFFER_BYTES = 64 << 20
 
 #: (path knob, library knob) per library, as in ``triton.knobs.proton`` (spec §8).
 KNOBS = {

@@ -21,6 +21,10 @@ _SPAN_SLACK = 2
 _SPAN_EXTRA = 64 * 1024
 #: no record we read is larger; a bigger ``size`` field is treated as corrupt and clamped
 _MAX_RECORD = 4096
+#: A launch-log entry the backends keep per launch: (correlation id, launch ns, thread id, python node).
+LAUNCH_LOG_FIELDS = 4
+#: Launches kept for kernels still to come, by age.
+LAUNCH_KEEP_NS = 30 * 10**9
 
 
 def drain(dq) -> list:
@@ -160,7 +164,7 @@ class LaunchTable:
 
     COLS = ("corr", "launch", "tid", "py")
 
-    def __init__(self, keep_rounds: int = 3, keep_ns: int = 30_000_000_000):
+    def __init__(self, keep_rounds: int = 3, keep_ns: int = LAUNCH_KEEP_NS):
         self.keep = keep_rounds
         self.keep_ns = keep_ns
         self.cols = {c: np.zeros(0, dtype=np.int64) for c in self.COLS}

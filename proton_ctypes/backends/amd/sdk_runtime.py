@@ -38,12 +38,17 @@ from .layout import AGENT_MEM_BANK, AGENT_V0, KERNEL_SYMBOL, callback_record_fie
 _KID = KERNEL_SYMBOL.fields["kernel_id"][1]
 _KNAME = KERNEL_SYMBOL.fields["kernel_name"][1]
 PROFILING_CONTEXTS = ("timestamp", "extcorr")
+#: The SDK calls the buffer callback once a buffer is this much short of full (1/8: 7/8 full).
+WATERMARK_FRACTION = 8
+#: ``rocprofiler_flush_buffer`` retries while the SDK answers BUFFER_BUSY, and the pause between.
+FLUSH_BUSY_RETRIES = 50
+FLUSH_BUSY_PAUSE_S = 0.001
 
 
 class SdkRuntime:
     """Process-wide state of the registered tool: contexts, buffers, names, agents, queue."""
 
-    def __init__(self, sdk: api.SdkLib, buffer_bytes: int = 64 << 20, environ=None):
+    def __init__(self, sdk: api.SdkLib, buffer_bytes: int = rocm_lib.DEFAULT_BUFFER_BYTES, environ=None):
         self.sdk = sdk
         self.buffer_bytes = buffer_bytes
         self.environ = environ
@@ -121,7 +126,7 @@ class SdkRuntime:
         for name in PROFILING_CONTEXTS:
             ctx = self.ctx[name]
             sdk.call("rocprofiler_create_context", ctypes.byref(ctx))
-            sdk.call("rocprofiler_create_buffer", ctx, self.buffer_bytes, self.buffer_bytes - self.buffer_bytes // 8,
+            sdk.call("rocprofiler_create_buffer", ctx, self.buffer_bytes, self.buffer_bytes - self.buffer_bytes // WATERMARK_FRACTION,
                      LOSSLESS, self._cb_buffer, None, ctypes.byref(self.buf[name]))
             sdk.call("rocprofiler_configure_buffer_tracing_service", ctx, api.BUFFER_TRACING_KERNEL_DISPATCH,
                      None, 0, self.buf[name])
@@ -233,7 +238,7 @@ class SdkRuntime:
         self.sdk.call("rocprofiler_start_context", self.ctx[which])
         self.running = which
 
-    def flush_buffer(self, retries: int = 50) -> None:
+    def flush_buffer(self, retries: int = FLUSH_BUSY_RETRIES) -> None:
         """``rocprofiler_flush_buffer`` on the running context's buffer (delivers synchronously);
         retried while the SDK answers BUFFER_BUSY (a watermark flush in progress)."""
         if self.running is None:
@@ -245,7 +250,7 @@ class SdkRuntime:
             except api.RocprofilerError as e:
                 if "busy" not in e.text.lower() or attempt == retries:
                     raise
-                time.sleep(0.001)
+                time.sleep(FLUSH_BUSY_PAUSE_S)
 
     def take(self):
         """Everything the callbacks queued since the last call: ``(buffers, extcorr log)``."""

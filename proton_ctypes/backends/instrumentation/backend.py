@@ -5,6 +5,9 @@ by the hook when the launch returns (as libproton does), so ``flush`` and ``stop
 nothing to do.  It knows the target (``cuda``/``hip``, the mode string's first part,
 libproton's ``Unknown device type`` otherwise) and writes the device block of the
 hatchet file from the Triton driver's device properties.
+
+Triton is imported inside the functions that use it (``# lazy``): it is optional (no wheels
+on macOS and Windows), it takes seconds to import, and this module is imported without it.
 """
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ class InstrumentationBackend:
     def _properties(self, device: int) -> dict:
         props = self._props.get(device)
         if props is None:
-            import triton
+            import triton  # lazy
             drv = triton.runtime.driver.active
             props = dict(drv.utils.get_device_properties(device))
             props["_arch"] = drv.get_current_target().arch

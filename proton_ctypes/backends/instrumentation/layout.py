@@ -14,8 +14,18 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .decode import ASYNC_BIT, CLOCK_HI_MASK, END_BIT, HEADER_BYTES, PREAMBLE, SCOPE_SHIFT
+from .modes import enum_name
 
 VERSION = 1
+#: 3.9's host-buffer header: ten u32 (version, header offset, header size, payload offset,
+#: payload size, device type, blocks, warps, scratch size, uid count), then the uids
+DEVICE_TYPE_CODES = {"cuda": 1, "hip": 2}
+U32_BYTES = 4
+HOST_HEADER_BYTES = 10 * U32_BYTES
+#: the header starts right after the version word
+HOST_HEADER_OFFSET = U32_BYTES
+#: Triton aligns each CTA's profile scratch to this many bytes
+SCRATCH_ALIGNMENT = 128
 
 #: one entry: (is_end, scope_id, cycle) or (is_end, scope_id, cycle, is_async)
 Entry = Tuple
@@ -74,19 +84,18 @@ def build_buffer(blocks: Iterable[bytes], scratch: int) -> np.ndarray:
     return np.frombuffer(bytearray(out), dtype=np.uint8)
 
 
-def scratch_size(num_warps: int, buf_size: int, align: int = 128) -> int:
-    """The ``profile_scratch_size`` Triton reserves: header, counts and events, aligned."""
-    need = HEADER_BYTES + 4 * num_warps + buf_size
+def scratch_size(num_warps: int, buf_size: int, align: int = SCRATCH_ALIGNMENT) -> int:
+    """The ``profile_scratch_size`` Triton reserves: header, counts (a u32 per warp) and events, aligned."""
+    need = HEADER_BYTES + U32_BYTES * num_warps + buf_size
     return (need + align - 1) // align * align
 
 
 def host_buffer_bytes(info, raw, mode_obj) -> bytes:
     """3.9's ``InstrumentationHook.host_buffer``: header fields, uid list, raw buffer."""
-    from .modes import enum_name
     raw = np.asarray(raw, dtype=np.uint8).reshape(-1)
     target = info.target or {}
     backend = target.get("backend") if isinstance(target, dict) else None
-    device_type = 1 if backend == "cuda" else (2 if backend == "hip" else 0)
+    device_type = DEVICE_TYPE_CODES.get(backend, 0)
     scratch = info.scratch
     total = info.num_warps
     sampled = mode_obj.sampling_options.strip().split(",")
@@ -97,6 +106,6 @@ def host_buffer_bytes(info, raw, mode_obj) -> bytes:
         uid_vec: List[int] = list(range(total))
     else:
         uid_vec = [int(i) for i in sampled]
-    header_size = 40 + uid_num * 4
-    values = [VERSION, 4, header_size, header_size, alloc, device_type, block_num, total, scratch, uid_num, *uid_vec]
+    header_size = HOST_HEADER_BYTES + uid_num * U32_BYTES
+    values = [VERSION, HOST_HEADER_OFFSET, header_size, header_size, alloc, device_type, block_num, total, scratch, uid_num, *uid_vec]
     return struct.pack("I" * len(values), *values) + raw.tobytes()

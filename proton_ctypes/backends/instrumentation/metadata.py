@@ -5,6 +5,9 @@ From the kernel's metadata JSON: ``num_warps`` (the units of the buffer header) 
 ``triton._C.libtriton.proton.get_scope_id_names/get_scope_id_parents`` (the ids the
 lowering pass assigns): the scope names and their nesting, from which each scope's
 path below the kernel node is built as Proton's ``initFunctionMetadata`` does.
+
+Triton is imported inside the functions that use it (``# lazy``): it is optional (no wheels
+on macOS and Windows), it takes seconds to import, and this module is imported without it.
 """
 from __future__ import annotations
 
@@ -68,15 +71,15 @@ def make_info(name: str, num_warps: int, scratch: int, scope_names: Sequence[Tup
 
 def read_ttgir_scopes(ir_path: str, backend: str):
     """``(names, parents)`` of the proton scopes in a TTGIR file, via libtriton."""
-    from triton._C.libtriton import ir as triton_ir
-    from triton._C.libtriton import proton as tp
+    from triton._C.libtriton import ir as triton_ir  # lazy
+    from triton._C.libtriton import proton as tp  # lazy
     context = triton_ir.context()
     triton_ir.load_dialects(context)
     if backend == "nvidia":
-        from triton._C.libtriton import nvidia
+        from triton._C.libtriton import nvidia  # lazy
         nvidia.load_dialects(context)
     elif backend == "amd":
-        from triton._C.libtriton import amd
+        from triton._C.libtriton import amd  # lazy
         amd.load_dialects(context)
     tp.load_dialects(context)
     module = triton_ir.parse_mlir_module(ir_path, context)

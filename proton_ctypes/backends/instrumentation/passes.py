@@ -10,6 +10,9 @@ run them, exactly as Proton's ``InstrumentationHook.activate`` does:
   ``llvmir_to_llvm`` step also runs ``add_allocate_proton_global_scratch_buffer``.
 
 Nothing here imports ``triton._C.libproton``.
+
+Triton is imported inside the functions that use it (``# lazy``): it is optional (no wheels
+on macOS and Windows), it takes seconds to import, and this module is imported without it.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ POINTS = ("load-dialects", "ttgpuir-to-llvmir", "llvmir-to-llvm")
 
 def backend_name() -> str:
     """``nvidia``/``amd`` for the active Triton target (Proton's error otherwise)."""
-    import triton
+    import triton  # lazy
     backend = triton.runtime.driver.active.get_current_target().backend
     if backend == "cuda":
         return "nvidia"
@@ -35,7 +38,7 @@ def backend_name() -> str:
 def _registration_api():
     """``(register, unregister)`` of triton >= 3.7, or None on older triton."""
     try:
-        from triton._instrumentation import register_instrumentation, unregister_instrumentation
+        from triton._instrumentation import register_instrumentation, unregister_instrumentation  # lazy
     except ImportError:
         return None
     return register_instrumentation, unregister_instrumentation
@@ -43,15 +46,15 @@ def _registration_api():
 
 def device_properties(device: int) -> dict:
     """``driver.active.utils.get_device_properties(device)`` (max_shared_mem, arch, ...)."""
-    import triton
+    import triton  # lazy
     return triton.runtime.driver.active.utils.get_device_properties(device)
 
 
 def make_pass_callbacks(mode_obj, backend: str, device: int, profile_buffer_size: int,
                         profile_buffer_alignment: int, legacy: bool):
     """The two pass-pipeline callbacks Proton registers: ``(to_llvmir, to_llvm)``."""
-    from triton._C.libtriton import passes as triton_passes
-    from triton._C.libtriton import proton as tp
+    from triton._C.libtriton import passes as triton_passes  # lazy
+    from triton._C.libtriton import proton as tp  # lazy
 
     props = device_properties(device)
     max_shared_mem = props["max_shared_mem"]
@@ -107,7 +110,7 @@ class LegacyInstrumentation:
 
     def load_dialects(self, ctx) -> None:
         """Load the proton dialects into an MLIR context."""
-        from triton._C.libtriton import proton as tp
+        from triton._C.libtriton import proton as tp  # lazy
         tp.load_dialects(ctx)
 
 
@@ -122,7 +125,7 @@ class Registration:
     def remove(self) -> None:
         """Unregister every point (3.9) or restore the compiler's attribute (3.6)."""
         if self.legacy:
-            from triton.backends import backends
+            from triton.backends import backends  # lazy
             comp = backends[self.backend].compiler
             comp.instrumentation = self.previous
             return
@@ -140,13 +143,13 @@ def register(mode_obj, backend: str, device: int, profile_buffer_size: int,
         RuntimeError: triton's ``Instrumentation already registered: ...`` when another
             instrumentation (e.g. real Proton) holds the points.
     """
-    from triton._C.libtriton import proton as tp
+    from triton._C.libtriton import proton as tp  # lazy
     api = _registration_api()
     legacy = api is None
     to_llvmir, to_llvm = make_pass_callbacks(mode_obj, backend, device, profile_buffer_size,
                                              profile_buffer_alignment, legacy)
     if legacy:
-        from triton.backends import backends
+        from triton.backends import backends  # lazy
         comp = backends[backend].compiler
         previous = getattr(comp, "instrumentation", None)
         comp.instrumentation = LegacyInstrumentation({"ttgpuir_to_llvmir": to_llvmir, "llvmir_to_llvm": to_llvm})
@@ -169,8 +172,8 @@ def registered_callbacks(backend: str) -> Optional[dict]:
     """What the compiler would call now for ``backend`` (for tests and diagnostics)."""
     api = _registration_api()
     if api is None:
-        from triton.backends import backends
+        from triton.backends import backends  # lazy
         inst = getattr(backends[backend].compiler, "instrumentation", None)
         return dict(inst.manager) if inst else None
-    import triton._instrumentation as ti
+    import triton._instrumentation as ti  # lazy
     return {p: cb for (p, b), cb in ti._callbacks.items() if b == backend}

@@ -72,7 +72,8 @@ def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list) -> None:
 
 def holds_kernel(buf: np.ndarray, valid: int) -> bool:
     """Whether any 8-byte aligned slot of the buffer starts with the kernel kind (a cheap pre-check)."""
-    return bool((buf[: valid - valid % 8].view("<u4")[0::2] == L.KIND_CONCURRENT_KERNEL).any())
+    slots = buf[: valid - valid % L.RECORD_ALIGNMENT].view("<u4")[0::2]     # the first u32 of each 8-byte slot
+    return bool((slots == L.KIND_CONCURRENT_KERNEL).any())
 
 
 def measure_kernel_stride(lib: CuptiLib, address: int, valid: int) -> Optional[int]:

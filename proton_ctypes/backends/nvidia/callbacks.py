@@ -54,7 +54,8 @@ def torch_profiler_active() -> bool:
 
 class _SiteAndCorrelation(ctypes.Structure):
     """The two fields of ``CUpti_CallbackData`` the launch callback reads."""
-    _fields_ = [("site", ctypes.c_int), ("_pad", ctypes.c_byte * (L.CALLBACK_CORRELATION_OFFSET - ctypes.sizeof(ctypes.c_int))),
+    _fields_ = [("site", ctypes.c_int),
+                ("_pad", ctypes.c_byte * (L.CALLBACK_CORRELATION_OFFSET - ctypes.sizeof(ctypes.c_int))),
                 ("correlation_id", ctypes.c_uint32)]
 
 

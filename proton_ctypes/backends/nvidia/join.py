@@ -24,6 +24,11 @@ from ..base import empty_batch
 UNMATCHED_TTL_NS = 120 * 10**9
 #: Matched graph-launch API records are kept this long for the rest of the graph's kernels.
 GRAPH_TTL_NS = 10 * 10**9
+#: External-correlation records kept at most while waiting for their kernels (the newest win).
+MAX_PENDING_EXTERNAL = 1_000_000
+#: A correlation-id lookup uses a dense table when the id range is at most this many slots per
+#: id plus this many slots, else a sorted search.
+DENSE_TABLE_SLOTS_PER_ID, DENSE_TABLE_EXTRA_SLOTS = 16, 4096
 #: A python-context entry matched by time must lie in [api start - slack, api end] on the same thread.
 PY_TIME_SLACK_NS = 2_000
 
@@ -55,7 +60,7 @@ class CorrTable:
         if keys.size == 0 or corr.size == 0:
             return np.zeros(corr.size, bool), np.zeros(corr.size, np.int64)
         lo, hi = int(keys.min()), int(keys.max())
-        if hi - lo < 16 * (keys.size + corr.size) + 4096:
+        if hi - lo < DENSE_TABLE_SLOTS_PER_ID * (keys.size + corr.size) + DENSE_TABLE_EXTRA_SLOTS:
             table = np.full(hi - lo + 1, -1, np.int64)
             table[keys.astype(np.int64) - lo] = np.arange(keys.size)
             idx = corr.astype(np.int64) - lo
@@ -220,8 +225,8 @@ class Joiner:
         self.api.keep(keep)
         if len(self.py):
             self.py.keep(self.py.cols["t"] + self.clock_offset_ns > horizon - UNMATCHED_TTL_NS)
-        if len(self.ext) > 1_000_000:
-            self.ext.keep(np.arange(len(self.ext)) >= len(self.ext) - 1_000_000)
+        if len(self.ext) > MAX_PENDING_EXTERNAL:
+            self.ext.keep(np.arange(len(self.ext)) >= len(self.ext) - MAX_PENDING_EXTERNAL)
 
     def _name_ids(self, pointers: np.ndarray) -> np.ndarray:
         """Interned name ids for kernel-name pointers; each distinct pointer is read once."""
