@@ -98,8 +98,9 @@ def test_scope_without_a_session_is_a_no_op_with_id_none():
     assert assn == [None, None]
 
 
-def test_scopes_and_states_are_no_ops_while_profiling_is_switched_off():
-    proton.start("flags", backend="host")
+@pytest.mark.parametrize("backend", ["host", "mock"])
+def test_scopes_and_states_are_no_ops_while_profiling_is_switched_off(backend):
+    proton.start("flags", backend=backend)
     with proton.scope("before"):
         pass
     proton.flags.flags.profiling_on = False  # proton.flags is the module, as triton.profiler.flags

@@ -1,0 +1,107 @@
+"""Modes (spec §1.8): the ``proton.mode`` objects and their strings, mode strings given to
+``start``, and ``periodic_flushing``.
+
+Expected strings and messages are those real Proton 3.9 gives
+(``conformance/scenarios/mode.py``).
+"""
+import dataclasses
+import os
+
+import msgpack
+import pytest
+
+import proton_ctypes as proton
+
+ENUMS = ("metric_type=METRIC_TYPE.CYCLE:sampling_strategy=SAMPLING_STRATEGY.NONE:sampling_options=:"
+         "granularity=GRANULARITY.{}:buffer_strategy=BUFFER_STRATEGY.{}:buffer_type=BUFFER_TYPE.{}:"
+         "buffer_size={}:optimizations={}")
+
+
+# --- mode objects ---------------------------------------------------------------------------
+
+def test_pcsampling_is_a_frozen_dataclass_named_pcsampling_with_interval_1000():
+    pc = proton.mode.PCSampling()
+    assert (pc.name, pc.interval, str(pc)) == ("pcsampling", 1000, "pcsampling:interval=1000")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pc.interval = 3
+
+
+def test_pcsampling_string_holds_its_interval():
+    assert str(proton.mode.PCSampling(interval=10)) == "pcsampling:interval=10"
+
+
+@pytest.mark.parametrize("interval", [0, -1])
+def test_pcsampling_interval_must_be_positive(interval):
+    with pytest.raises(ValueError) as e:
+        proton.mode.PCSampling(interval=interval)
+    assert str(e.value) == "Interval must be a positive integer."
+
+
+def test_default_instrumentation_mode_string_lists_every_field():
+    assert str(proton.mode.Default()) == "default:" + ENUMS.format("WARP", "CIRCULAR", "SHARED", 0, "")
+
+
+def test_mma_mode_string_maps_the_given_strings_to_enums():
+    m = proton.mode.MMA(granularity="warp_group", optimizations="clock32,time_shift", buffer_strategy="flush",
+                        buffer_type="global", buffer_size=64)
+    assert str(m) == "mma:" + ENUMS.format("WARP_GROUP", "FLUSH", "GLOBAL", 64, "clock32,time_shift")
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"granularity": "nope"}, "Unknown granularity: nope"),
+    ({"optimizations": "nope"}, "Unknown optimization: nope"),
+    ({"buffer_type": "x"}, "Unknown buffer_type: x")], ids=["granularity", "optimizations", "buffer_type"])
+def test_instrumentation_mode_with_an_unknown_value_raises_value_error(kwargs, message):
+    with pytest.raises(ValueError) as e:
+        proton.mode.Default(**kwargs)
+    assert str(e.value) == message
+
+
+# --- mode strings at start ------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode,msg", [
+    ("periodic_flushing:format=x", "unsupported format: x"),
+    ("periodic_flushing:fmt=hatchet", "unsupported option key: fmt"),
+    ("nope", "unsupported mode: nope"),
+    ("pcsampling", "unsupported mode: pcsampling")])
+def test_start_with_a_mode_the_backend_does_not_have_raises_value_error(mode, msg):
+    # Proton: "[PROTON] CuptiProfiler: unsupported mode: nope"; the host backend names itself
+    with pytest.raises(ValueError) as e:
+        proton.start("bm", backend="host", mode=mode)
+    assert str(e.value) == f"[PROTON] HostProfiler: {msg}"
+
+
+def test_sessions_of_one_backend_must_share_the_mode():
+    proton.start("m1", backend="host")
+    with pytest.raises(ValueError) as e:
+        proton.start("m2", backend="host", mode="periodic_flushing")
+    assert str(e.value) == ("[PROTON] Cannot add a session with the same profiler but a different mode than "
+                            "existing sessions")
+
+
+# --- periodic_flushing ----------------------------------------------------------------------
+
+def test_periodic_flushing_writes_each_closed_phase_at_a_flush_and_drops_it():
+    s = proton.start("pf", backend="host", mode="periodic_flushing:format=hatchet_msgpack")
+    with proton.scope("a", {"m": 1}):
+        pass
+    proton.data.advance_phase(s)
+    with proton.scope("b", {"m": 1}):
+        pass
+    proton.deactivate(s, flushing=True)
+    assert sorted(os.listdir(".")) == ["pf.part_0.hatchet_msgpack"]
+    tree, dev = msgpack.unpackb(open("pf.part_0.hatchet_msgpack", "rb").read())
+    assert [c["frame"]["name"] for c in tree["children"]] == ["a"]
+    with pytest.raises(IndexError, match="Phase 0 has no data"):
+        proton.data.get(s, 0)
+
+
+def test_periodic_flushing_leaves_the_current_phase_to_finalize_in_finalizes_format():
+    s = proton.start("pf", backend="host", mode="periodic_flushing:format=hatchet_msgpack")
+    proton.data.advance_phase(s)
+    with proton.scope("b", {"m": 1}):
+        pass
+    proton.deactivate(s, flushing=True)
+    proton.activate(s)
+    proton.finalize()  # as Proton: the rest goes out in finalize's (default) format
+    assert sorted(os.listdir(".")) == ["pf.part_0.hatchet_msgpack", "pf.part_1.hatchet"]
