@@ -1,6 +1,8 @@
 """LaunchHook (hook="triton") semantics with a fake Triton launch (spec §5.3)."""
+import pytest
+
 import proton_ctypes as proton
-from conftest import find, read_tree
+from conftest import find, read_tree, written
 from proton_ctypes.hooks import HookManager, LaunchHook
 
 
@@ -125,36 +127,7 @@ def test_hook_stays_active_while_any_session_holds_it():
     assert HookManager.active_hooks == []
 
 
-def test_hooks_run_by_priority_and_exit_in_reverse():
-    calls = []
-
-    class H(proton.hooks.hook.Hook):
-        def __init__(self, tag, priority):
-            self.tag, self.priority = tag, priority
-
-        def init_handle(self, *a):
-            pass
-
-        def enter(self, md):
-            calls.append(("enter", self.tag))
-
-        def exit(self, md):
-            calls.append(("exit", self.tag))
-
-        def activate(self):
-            pass
-
-        def deactivate(self):
-            pass
-    s = proton.start("p", backend="host", hook=H("low", 1))
-    HookManager.register(H("high", 5), s)
-    HookManager.enter(None)
-    HookManager.exit(None)
-    assert calls == [("enter", "high"), ("enter", "low"), ("exit", "low"), ("exit", "high")]
-
-
 def test_unsupported_hook_string_raises_after_the_session_exists():
-    import pytest
     with pytest.raises(ValueError, match="Unsupported hook: 'nope'"):
         proton.start("uh", backend="host", hook="nope")
     with proton.scope("recorded"):
@@ -162,3 +135,43 @@ def test_unsupported_hook_string_raises_after_the_session_exists():
     proton.finalize()
     root, _ = read_tree("uh.hatchet")
     assert find(root, "recorded")
+
+
+def triton_launch(name, meta):
+    """One launch as Triton's runtime makes it: the hooks around a LazyDict (no kernel runs)."""
+    from triton.compiler.compiler import LazyDict
+    md = LazyDict({"name": name, "function": 0, "stream": 0})
+    md.add(lambda: dict(meta), ())
+    HookManager.enter(md)
+    HookManager.exit(md)
+
+
+def test_launch_metadata_numbers_are_summed_on_the_op_node_and_other_values_dropped():
+    # real Proton 3.9 writes exactly this tree for these launches (host only: no kernel metrics)
+    import numpy as np
+    LaunchHook().configure()
+    proton.start("hm", backend="host", hook="triton")
+    with proton.scope("s"):
+        for i in range(3):
+            triton_launch("k", {"name": "k_op", "flops32": 100, "bytes": 10.9, "c": i, "last (pty)": i,
+                                "label": "x", "none": None})
+        triton_launch("k", {"name": "k_op", "flops32": 100, "bytes": 10, "c": 1, "label": 4, "none": 2.0})
+        triton_launch("k", {"name": "k_op", "c": np.int64(5), "f": np.float64(0.5)})
+        triton_launch("k", {"name": "k_op", "c": True})
+    proton.finalize()
+    assert written("hm") == {"s": {}, "s/k_op": {"bytes": 40, "c": 10, "f": 0.5, "flops32": 400.0, "label": 4,
+                                                 "last": 2, "none": 2.0}}
+
+
+@pytest.mark.parametrize("bad", [2.5, 2 ** 70], ids=["double", "int_beyond_int64"])
+def test_launch_metadata_changing_type_raises_and_keeps_the_keys_sorting_before_it(bad):
+    LaunchHook().configure()
+    proton.start("hmm", backend="host", hook="triton")
+    with proton.scope("s"):
+        for _ in range(2):
+            triton_launch("k", {"name": "k_op", "a": 1, "c": 2, "z": 3})
+        with pytest.raises(ValueError) as e:
+            triton_launch("k", {"name": "k_op", "a": 1, "c": bad, "z": 3})
+    proton.finalize()
+    assert str(e.value) == "[PROTON] Metric value type mismatch for valueId 0 (c): current=int64_t, new=double"
+    assert written("hmm") == {"s": {}, "s/k_op": {"a": 3, "c": 4, "z": 6}}

@@ -195,8 +195,6 @@ def test_metadata_state_without_a_kernel_is_the_plain_metadata_node():
     assert written("mdn") == {"s2": {}, "s2/__proton_launch_metadata": {}}
 
 
-@pytest.mark.xfail(strict=True, reason="product: proton_ctypes files '__proton_launch_metadata:k' as one node; "
-                                       "Proton 3.9 as '__proton_launch_metadata' with a child 'k'")
 def test_metadata_state_of_a_kernel_is_a_metadata_node_with_the_kernel_name_below():
     proton.start("mdk", backend="host")
     with proton.metadata_state("k"):
