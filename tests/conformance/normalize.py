@@ -5,6 +5,7 @@
 * spec §0.3 deviations accepted for named scenarios (see ``DEVIATIONS``).
 """
 import json
+import math
 import os
 
 import msgpack
@@ -37,8 +38,17 @@ def _own_frame(name):
     return "/triton/profiler/" in path or "/proton_ctypes/" in path
 
 
+def _norm_value(v):
+    # NaN != NaN: compare it as a marker (msgpack keeps NaN; JSON has null)
+    if isinstance(v, float) and math.isnan(v):
+        return "<nan>"
+    if isinstance(v, list):
+        return [_norm_value(x) for x in v]
+    return v
+
+
 def _norm_tree(node):
-    m = {k: ("<t>" if k in TIME_KEYS else v) for k, v in node.get("metrics", {}).items()}
+    m = {k: ("<t>" if k in TIME_KEYS else _norm_value(v)) for k, v in node.get("metrics", {}).items()}
     children = []
     for c in node.get("children", []):
         n = _norm_tree(c)

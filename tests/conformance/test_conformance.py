@@ -38,6 +38,17 @@ def _oracle_available():
 
 REASON = _oracle_available()
 
+#: scenario -> where proton_ctypes still writes something else than Proton 3.9 (product bugs,
+#: not deliberate differences: those are normalised in normalize.DEVIATIONS).  Strict: a fix
+#: makes the test XPASS, and the entry must go.
+KNOWN = {
+    "children_order_per_session": "children are ordered by the process-wide call-path trie, not by first "
+                                  "insertion in the session",
+    "msgpack_nan_and_infinities": "NaN and infinities are written as msgpack nil instead of float64",
+    "trace_vector_of_doubles": "vector<double> metrics in a trace are printed with %f instead of shortest form",
+    "trace_phases_and_threads": "trace thread ids are numbered afresh in each phase instead of once per session",
+}
+
 
 def _spawn(impl, area, name, outdir):
     env = dict(os.environ)
@@ -53,8 +64,17 @@ def test_every_area_has_scenarios_and_names_are_unique():
     assert len(names) == len(set(names))
 
 
+def test_known_differences_and_deviations_name_existing_scenarios():
+    from .normalize import DEVIATIONS
+    names = {n for _, n in SCENARIOS}
+    assert set(KNOWN) <= names and set(DEVIATIONS) <= names
+
+
 @pytest.mark.skipif(REASON is not None, reason=REASON or "")
-@pytest.mark.parametrize("area,name", [pytest.param(a, n, id=f"{a}-{n}") for a, n in SCENARIOS])
+@pytest.mark.parametrize("area,name", [
+    pytest.param(a, n, id=f"{a}-{n}",
+                 marks=[pytest.mark.xfail(strict=True, reason=f"product: {KNOWN[n]}")] if n in KNOWN else [])
+    for a, n in SCENARIOS])
 def test_scenario_matches_real_proton(area, name, tmp_path):
     real, ours = tmp_path / "real", tmp_path / "ours"
     real.mkdir()

@@ -84,3 +84,22 @@ def scope_open_when_second_session_starts(proton, out, rec):
         rec("exit_error", f"{type(e).__name__}: {e}")
     proton.finalize(s2)
     proton.finalize(s1)
+
+
+def session_started_in_another_thread(proton, out, rec):
+    ev, ev2 = threading.Event(), threading.Event()
+    sid = []
+
+    def starter():
+        sid.append(proton.start(out("sth")))
+        with proton.scope("A"):
+            ev.set()
+            ev2.wait()
+    t = threading.Thread(target=starter)
+    t.start()
+    ev.wait()
+    with proton.scope("m"):
+        rec("depth", proton.context.depth(sid[0]))
+    ev2.set()
+    t.join()
+    proton.finalize()

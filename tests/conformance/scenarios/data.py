@@ -52,3 +52,47 @@ def data_none_session(proton, out, rec):
 def trace_get_unsupported(proton, out, rec):
     s = proton.start(out("tg"), data="trace")
     proton.data.get(s)
+
+
+def phases_clear_up_to(proton, out, rec):
+    s = proton.start(out("cu"))
+    with proton.scope("a"):
+        pass
+    proton.data.advance_phase(s)
+    with proton.scope("b"):
+        pass
+    proton.data.advance_phase(s)
+    with proton.scope("c"):
+        pass
+    rec("complete9", proton.data.is_phase_complete(s, 9))
+    proton.data.clear(s, 1, clear_up_to_phase=True)
+    for p in (0, 1, 2):
+        try:
+            rec(f"get{p}", proton.data.get(s, p))
+        except IndexError as e:
+            rec(f"get{p}", f"{type(e).__name__}: {e}")
+    proton.finalize()
+
+
+def data_errors_and_deactivated_session(proton, out, rec):
+    s = proton.start(out("t"), data="trace")
+    calls = (("get_msgpack", lambda: proton.data.get_msgpack(s)), ("advance", lambda: proton.data.advance_phase(s)),
+             ("complete", lambda: proton.data.is_phase_complete(s, 0)), ("clear", lambda: proton.data.clear(s, 0)))
+    calls += tuple((f"{n}99", lambda f=getattr(proton.data, n): f(99))
+                   for n in ("get", "get_msgpack", "advance_phase", "is_phase_complete", "clear"))
+    for name, f in calls:
+        try:
+            rec(name, repr(f()))
+        except Exception as e:
+            rec(name, f"{type(e).__name__}: {e}")
+    proton.finalize()
+    s = proton.start(out("d"))
+    with proton.scope("a"):
+        pass
+    proton.deactivate(s)
+    rec("deactivated_get", proton.data.get(s))
+    proton.finalize(s)
+    try:
+        proton.data.get(s)
+    except IndexError as e:
+        rec("finalized_get", str(e).replace(str(s), "<s>"))

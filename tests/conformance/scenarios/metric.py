@@ -117,3 +117,34 @@ def metric_none_value(proton, out, rec):
     proton.start(out("t"))
     with proton.scope("m", {"ok": 1, "v": None}):
         pass
+
+
+def metric_errors_leave_the_scope_entered(proton, out, rec):
+    proton.start(out("f"))
+    try:
+        with proton.scope("k", {1: 2}):
+            pass
+    except TypeError as e:
+        rec("non_str_key", type(e).__name__)
+    try:
+        with proton.scope("p", {"v (pty)": 1}):
+            pass
+        with proton.scope("p", {"v (pty)": 2.5}):
+            pass
+    except ValueError as e:
+        rec("property", str(e))
+    with proton.scope("n1", {"v": 1}):
+        pass
+    with proton.scope("n2", {"v": 1.5}):
+        pass
+    proton.finalize()
+
+
+def metric_bad_value_kinds(proton, out, rec):
+    proton.start(out("b"))
+    for i, v in enumerate(({"k": 1}, 1j, object(), [1, "x"])):
+        try:
+            proton.enter_scope(f"s{i}", metrics={"v": v})
+        except TypeError as e:
+            rec(str(i), str(e))
+    proton.finalize()

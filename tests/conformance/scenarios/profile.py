@@ -131,3 +131,35 @@ def bad_context_and_data(proton, out, rec):
 
 def bad_hook(proton, out, rec):
     proton.start(out("e"), hook="nope")
+
+
+def activate_deactivate_all(proton, out, rec):
+    proton.start(out("a1"))
+    proton.start(out("a2"))
+    proton.deactivate()
+    with proton.scope("off"):
+        pass
+    proton.activate()
+    with proton.scope("on"):
+        pass
+    proton.finalize()
+
+
+def profile_decorator_raises(proton, out, rec):
+    @proton.profile
+    def bare():
+        with proton.scope("in_bare"):
+            pass
+        return 5
+    rec("bare", bare())
+
+    @proton.profile(name=out("r"))
+    def boom():
+        raise KeyError("x")
+    try:
+        boom()
+    except KeyError:
+        rec("raised", True)
+    with proton.scope("after_boom"):  # boom's session is still active
+        pass
+    proton.finalize()

@@ -78,3 +78,25 @@ def cpu_timed(proton, out, rec):
 def cpu_time_reserved(proton, out, rec):
     proton.start(out("c"))
     proton.cpu_timed_scope("c", {"cpu_time": 1})
+
+
+def scope_decorator_raises(proton, out, rec):
+    proton.start(out("sr"))
+
+    @proton.scope("sc")
+    def g():
+        raise KeyError("k")
+    try:
+        g()
+    except KeyError:
+        rec("decorator_raised", True)
+    with proton.scope("after_scope_raise"):
+        pass
+    try:
+        with proton.scope("cm"):
+            raise KeyError("z")
+    except KeyError as e:
+        rec("propagated", str(e))
+    with proton.scope("ROOT", {"r": 1}):
+        pass
+    proton.finalize()

@@ -75,3 +75,56 @@ def thread_state_not_inherited(proton, out, rec):
         t.start()
         t.join()
     proton.finalize()
+
+
+def state_decorator_raises(proton, out, rec):
+    proton.start(out("sr"))
+
+    @proton.state("st")
+    def f():
+        raise KeyError("k")
+    try:
+        f()
+    except KeyError:
+        rec("raised", True)
+    with proton.scope("after_state_raise", {"m": 1}):  # the state is still set
+        pass
+    proton.exit_state()
+    proton.finalize()
+
+
+def state_metadata_and_colon_names(proton, out, rec):
+    proton.start(out("mk"))
+    with proton.metadata_state("k"):
+        with proton.scope("s1"):
+            pass
+    with proton.metadata_state():
+        with proton.scope("s2"):
+            pass
+    proton.enter_state("__proton_launch_metadata:kk")
+    with proton.scope("u"):
+        pass
+    proton.exit_state()
+    with proton.state("x:y"):
+        with proton.scope("s"):
+            pass
+    with proton.scope("p:q", {"m": 1}):
+        pass
+    proton.finalize()
+
+
+def state_at_enter_gone_at_exit(proton, out, rec):
+    proton.start(out("ge"))
+    with proton.state("u"):
+        proton.enter_scope("a", metrics={"m": 1})
+    proton.exit_scope(metrics={"e": 2})
+    with proton.state("u"):
+        with proton.scope("m"):
+            with proton.scope("n"):
+                pass
+    proton.enter_scope("ct_outer")
+    with proton.state("w"):
+        with proton.cpu_timed_scope("c"):
+            pass
+    proton.exit_scope()
+    proton.finalize()

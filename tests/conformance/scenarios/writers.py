@@ -68,3 +68,43 @@ def output_format_not_supported(proton, out, rec):
     except ValueError as e:
         rec("error", f"{type(e).__name__}: {e}")
     proton.finalize()
+
+
+def children_order_per_session(proton, out, rec):
+    for name, order in (("s1", ("b", "a")), ("s2", ("a", "b"))):
+        proton.start(out(name))
+        for n in order:
+            with proton.scope(n):
+                pass
+        proton.finalize()
+
+
+def msgpack_nan_and_infinities(proton, out, rec):
+    s = proton.start(out("mn"))
+    with proton.scope("a", {"n": float("nan"), "inf": float("inf"), "ninf": float("-inf"), "big": 1e300}):
+        pass
+    proton.finalize(s, "hatchet_msgpack")
+
+
+def trace_vector_of_doubles(proton, out, rec):
+    proton.start(out("tv"), data="trace")
+    with proton.scope("main", {"d": 0.5, "v": [1.5, 2.5], "i": [1, 2]}):
+        pass
+    proton.finalize()
+
+
+def trace_phases_and_threads(proton, out, rec):
+    s = proton.start(out("tp"), data="trace")
+
+    def th():
+        with proton.scope("t1"):
+            pass
+    x = threading.Thread(target=th)
+    x.start()
+    x.join()
+    with proton.scope("main"):
+        pass
+    proton.data.advance_phase(s)
+    with proton.scope("p1"):
+        pass
+    proton.finalize()
