@@ -70,9 +70,3 @@ def gpu_agents(hsa) -> list:
         if inited:
             hsa.hsa_shut_down()
     return sorted(found, key=lambda a: a["node_id"])
-
-
-def min_gpu_node_id(hsa) -> int:
-    """Smallest ``HSA_AMD_AGENT_INFO_DRIVER_NODE_ID`` among GPU agents (0 when none)."""
-    agents = gpu_agents(hsa)
-    return agents[0]["node_id"] if agents else 0

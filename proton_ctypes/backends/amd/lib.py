@@ -129,15 +129,6 @@ def library_available(soname: str, environ=None) -> bool:
         return False
 
 
-def amd_available(environ=None) -> Optional[str]:
-    """``"rocprofiler"`` or ``"roctracer"`` (the backend ``backend=None`` picks on ROCm), else None."""
-    if library_available(ROCPROFILER_SDK_SONAME, environ):
-        return "rocprofiler"
-    if library_available(ROCTRACER_SONAME, environ):
-        return "roctracer"
-    return None
-
-
 def declare(lib, prototypes: Dict[str, tuple]) -> None:
     """Give each function of ``prototypes`` (name -> (restype, argtypes)) its types, in a real
     library only (a fake's Python methods take no declarations); functions it lacks are skipped."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 
 #: function handle -> KernelInfo of every kernel loaded while instrumentation was on.  Process
@@ -108,8 +108,3 @@ def from_metadata_group(name: str, metadata_group: Dict[str, str], backend: str)
     else:
         names, parents = [], []
     return make_info(name, num_warps, scratch, names, parents, md_path, md.get("target"))
-
-
-def scope_list(info: KernelInfo) -> List[Tuple[int, str]]:
-    """The ``(id, name)`` pairs, ascending."""
-    return sorted(info.names.items())

@@ -104,7 +104,6 @@ def kernel_dtype(stride: int) -> np.dtype:
 
 
 API_DTYPE = record_dtype(API_FIELDS, API_RECORD_SIZE)
-EXTCORR_DTYPE = record_dtype(EXTCORR_FIELDS, EXTCORR_RECORD_SIZE)
 
 
 def record_sizes(kernel_stride: int) -> dict:
@@ -113,17 +112,6 @@ def record_sizes(kernel_stride: int) -> dict:
             KIND_DRIVER: API_RECORD_SIZE,
             KIND_RUNTIME: API_RECORD_SIZE,
             KIND_EXTERNAL_CORRELATION: EXTCORR_RECORD_SIZE}
-
-
-def fields_of(kind: int) -> tuple:
-    """The field table for an activity kind."""
-    if kind == KIND_CONCURRENT_KERNEL:
-        return KERNEL_FIELDS
-    if kind in (KIND_DRIVER, KIND_RUNTIME):
-        return API_FIELDS
-    if kind == KIND_EXTERNAL_CORRELATION:
-        return EXTCORR_FIELDS
-    raise KeyError(kind)
 
 
 # ------------------------------------------------------------------ callback-API structs (offsets, 64-bit)
