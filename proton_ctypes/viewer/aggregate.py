@@ -46,7 +46,7 @@ import numpy as np
 
 from .filters import EmptyFilter, filter_frames
 from .metrics import derive_metrics
-from .read import (ProfileFormatError, build_profile, flatten, load_document, no_gc, read, read_raw,
+from .loader import (ProfileFormatError, build_profile, flatten, load_document, no_gc, read, read_raw,
                    split_document)
 from .rollup import update_inclusive_columns
 

@@ -10,7 +10,7 @@ Same output as Proton 3.9 byte for byte, except where we deliberately differ (sp
   literal, so ``\\`` escapes, quotes and braces misbehave), see :mod:`.filters`;
 * errors never show a traceback: ``main`` prints ``<ExceptionType>: <message>`` on one line to stderr
   and returns 1, so Proton's messages (``RuntimeError: Metric foo is not found. …``) still appear;
-  unreadable files raise :class:`~.read.ProfileFormatError` (Proton: a ``json`` or ``KeyError``
+  unreadable files raise :class:`~.loader.ProfileFormatError` (Proton: a ``json`` or ``KeyError``
   traceback); usage errors are one line too (exit code 2).
 
 Extras: ``.hatchet_msgpack`` input, ``--fail-if`` (see :mod:`.gate`), ``-f json`` (see :mod:`.jsonout`),

@@ -20,14 +20,14 @@ import numpy as np
 from .specs import FLOPS_WIDTHS, max_bps, max_flops
 
 _TIME_FACTORS = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
-_TIME_FAMILIES = {family: {f"{family}/{unit}": f for unit, f in _TIME_FACTORS.items()}
-                  for family in ("time", "avg_time", "cpu_time", "avg_cpu_time")}
+TIME_FAMILIES = {family: {f"{family}/{unit}": f for unit, f in _TIME_FACTORS.items()}
+                 for family in ("time", "avg_time", "cpu_time", "avg_cpu_time")}
 
 # derived metric -> (source metric, divisor)
-_RATE_METRICS = {key: ("bytes", f) for key, f in {"byte/s": 1, "gbyte/s": 1e9, "tbyte/s": 1e12}.items()}
-_RATE_METRICS.update({key: ("flops", f) for key, f in {"flop/s": 1, "gflop/s": 1e9, "tflop/s": 1e12}.items()})
+RATE_METRICS = {key: ("bytes", f) for key, f in {"byte/s": 1, "gbyte/s": 1e9, "tbyte/s": 1e12}.items()}
+RATE_METRICS.update({key: ("flops", f) for key, f in {"flop/s": 1, "gflop/s": 1e9, "tflop/s": 1e12}.items()})
 for _w in FLOPS_WIDTHS:
-    _RATE_METRICS.update({f"{p}flop{_w}/s": (f"flops{_w}", f) for p, f in (("", 1), ("g", 1e9), ("t", 1e12))})
+    RATE_METRICS.update({f"{p}flop{_w}/s": (f"flops{_w}", f) for p, f in (("", 1), ("g", 1e9), ("t", 1e12))})
 
 
 def metric_label(raw):
@@ -53,7 +53,7 @@ def match_metric(metric, profile):
 def _time_seconds(profile, family, source):
     column = match_metric(source, profile)
     unit = column.split("(")[1].split(")")[0]
-    return profile.column(column) * _TIME_FAMILIES[family][f"{family}/{unit}"]
+    return profile.column(column) * TIME_FAMILIES[family][f"{family}/{unit}"]
 
 
 def _device_rows(profile, device_index):
@@ -115,13 +115,13 @@ def _derive_one(profile, metric):
     if metric == "util":
         profile.columns["util"] = _utilization(profile)
         return "util"
-    if metric in _RATE_METRICS:
-        source, divisor = _RATE_METRICS[metric]
+    if metric in RATE_METRICS:
+        source, divisor = RATE_METRICS[metric]
         column = match_metric(source, profile)
         values = profile.column(column)
         profile.columns[f"{metric} (inc)"] = values / _time_seconds(profile, "time", "time") / divisor
         return f"{metric} (inc)"
-    for family, factors in _TIME_FAMILIES.items():
+    for family, factors in TIME_FAMILIES.items():
         if metric in factors:
             source = "cpu_time" if "cpu_time" in family else "time"
             seconds = _time_seconds(profile, family, source)

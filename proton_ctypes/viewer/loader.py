@@ -62,6 +62,13 @@ def load_document(path):
         raise ProfileFormatError(f"{path}: neither JSON nor a valid MessagePack profile ({e})") from None
 
 
+def no_data_error(path):
+    """The error for a profile that the frame removal leaves empty (no frame has metrics)."""
+    error = ProfileFormatError(f"{path}: the profile holds no data (no frame has metrics)")
+    error.no_data = True
+    return error
+
+
 def _bad(path, why):
     return ProfileFormatError(f"{path}: not a Proton profile ({why})")
 
@@ -151,9 +158,7 @@ def build_profile(document, path="<profile>"):
     nodes, file_parent, n_children = flatten(root, path)
     alive = kept_nodes(nodes, file_parent, n_children)
     if not alive[0]:
-        error = ProfileFormatError(f"{path}: the profile holds no data (no frame has metrics)")
-        error.no_data = True
-        raise error
+        raise no_data_error(path)
     order, depth, kids = _display_order(nodes, file_parent, alive)
     row_of = {i: row for row, i in enumerate(order)}
 
