@@ -40,6 +40,25 @@ def case_scope_metrics(p, n):
     return time.perf_counter_ns() - t
 
 
+def case_scope_3_metrics(p, n):
+    scope = p.scope
+    t = time.perf_counter_ns()
+    for i in range(n):
+        with scope("a", {"tokens": 128, "flops": 2.5e9, "bytes (inc)": 4096}):
+            pass
+    return time.perf_counter_ns() - t
+
+
+def case_scope_8_metrics(p, n):
+    scope = p.scope
+    t = time.perf_counter_ns()
+    for i in range(n):
+        with scope("a", {"tokens": 128, "flops": 2.5e9, "bytes (inc)": 4096, "loss": 0.5, "step (exc)": 1,
+                         "lr": 3e-4, "items (inc)": 7, "time (exc)": 1.5}):
+            pass
+    return time.perf_counter_ns() - t
+
+
 def case_enter_exit(p, n):
     enter, exit_ = p.enter_scope, p.exit_scope
     t = time.perf_counter_ns()
@@ -58,9 +77,11 @@ def case_state(p, n):
     return time.perf_counter_ns() - t
 
 
-CASES = {"scope enter+exit": case_scope, "scope with metrics": case_scope_metrics,
+CASES = {"scope enter+exit": case_scope, "scope with 1 metric": case_scope_metrics,
+         "scope with 3 metrics": case_scope_3_metrics, "scope with 8 metrics": case_scope_8_metrics,
          "enter_scope/exit_scope": case_enter_exit, "state enter+exit": case_state}
-REFERENCE = {"scope enter+exit": 0.70, "scope with metrics": 2.50, "enter_scope/exit_scope": 0.73,
+REFERENCE = {"scope enter+exit": 0.70, "scope with 1 metric": 2.50, "scope with 3 metrics": 2.47,
+             "scope with 8 metrics": 4.46, "enter_scope/exit_scope": 0.73,
              "state enter+exit": 0.15}
 
 
@@ -86,13 +107,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--cases", default=None, help="comma-separated case names (default: all)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
     impls = ["proton", "proton_ctypes", "proton_ctypes[mock]"]
     rows = []
     print(f"{'case':28s} {'sessions':>8s} {'proton us':>10s} {'ours us':>9s} {'ratio':>6s} "
           f"{'ours+log us':>11s} {'ratio':>6s}")
+    wanted = a.cases.split(",") if a.cases else list(CASES)
     for case, fn in CASES.items():
+        if case not in wanted:
+            continue
         for sessions in (1, 3):
             res = {i: [] for i in impls}
             for r in range(a.rounds):

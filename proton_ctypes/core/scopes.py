@@ -23,7 +23,8 @@ from .metric_values import transform_tensor_metrics
 from .tensor_metrics import add_tensor_metrics
 from ..tree import callpath
 from ..tree import metrics as _tmetrics
-from ..tree.metrics import DOUBLE, I64_MAX, I64_MIN, INT, PTY, add_plain, add_value
+from ..tree.metrics import (DOUBLE, I64_MAX, I64_MIN, INT, PTY, SMALL_MAX, SMALL_MIN, add_planned,
+                            add_value)
 
 _flags = flags
 
@@ -37,8 +38,6 @@ _time_ns = time.time_ns
 # bound by assignment, not import: CPython 3.11 compiles ``name.get(...)`` on an imported
 # name as an attribute load (no LOAD_METHOD), which costs a bound-method object per call
 _scalar_keys = _tmetrics.scalar_keys
-#: a range every small int is in: one compare of two machine-size ints before the int64 test
-_SMALL_MIN, _SMALL_MAX = -(1 << 30) + 1, (1 << 30) - 1
 
 thread_local_scopes = threading.local()
 
@@ -90,7 +89,7 @@ def _enter(obj, metrics) -> int:
         node = _push(ctx, v, sid, name)
         obj._targets = ((v, node),)
         if metrics:
-            if not add_plain(v.flexes, node, metrics):
+            if not add_planned(v.flexes, node, metrics, v.plans):
                 _add_scope_metrics(ctx, sid, obj._targets, metrics)
             elif ctx.state is not None:
                 recording.clear_state_after_metrics(ctx)
@@ -189,7 +188,8 @@ class scope:
         m = self.metrics
         if m:
             if len(m) == 1:
-                # one plain number under a key seen before: tree.metrics.add_plain, inlined
+                # one plain number under a key seen before: tree.metrics.add_plain, inlined (the
+                # plan of add_planned would cost more than it saves for one key)
                 for k in m:
                     break
                 info = _scalar_keys.get(k)
@@ -198,7 +198,7 @@ class scope:
                     t = type(val)
                     if t is float:
                         vt = DOUBLE
-                    elif t is int and (_SMALL_MIN <= val <= _SMALL_MAX  # cheap compare first
+                    elif t is int and (SMALL_MIN <= val <= SMALL_MAX  # cheap compare first
                                        or I64_MIN <= val <= I64_MAX):
                         vt = INT
                     else:
@@ -216,7 +216,7 @@ class scope:
                         if st is not None:
                             recording.clear_state_after_metrics(ctx)
                         return self
-            if add_plain(v.flexes, node, m):
+            if add_planned(v.flexes, node, m, v.plans):
                 if st is not None:
                     recording.clear_state_after_metrics(ctx)
             else:

@@ -281,6 +281,63 @@ def add_plain(flexes, node: int, metrics: dict) -> bool:
     return True
 
 
+#: bound of a view's plan cache (distinct (node, key order) pairs); cleared when reached
+MAX_PLANS = 1024
+#: a range every small int is in: one compare of two machine-size ints before the int64 test
+SMALL_MIN, SMALL_MAX = -(1 << 30) + 1, (1 << 30) - 1
+
+
+def add_planned(flexes, node: int, metrics: dict, plans: dict) -> bool:
+    """:func:`add_plain` for a caller that adds dicts of one shape to one node again and
+    again (``with scope("step", {...})`` in a loop): the stored entries of every flex are
+    found once and kept in ``plans`` (the caller's cache, e.g. a view's), so a repeat costs
+    one lookup plus, per key, a type check and one in-place add per flex.
+
+    A dict whose values do not all have the planned types takes :func:`add_plain` (so
+    errors and their order are Proton's).  Returns False, having added nothing, for a dict
+    that is not plain.
+    """
+    key = (node, tuple(metrics))
+    steps = plans.get(key)
+    if steps is not None:
+        for k, t, conv, pty, wide, curs in steps:
+            val = metrics[k]
+            if type(val) is not t or (wide and not (SMALL_MIN <= val <= SMALL_MAX or I64_MIN <= val <= I64_MAX)):
+                break
+        else:
+            for k, t, conv, pty, wide, curs in steps:
+                val = metrics[k] if conv is None else conv(metrics[k])
+                if pty:
+                    for cur in curs:
+                        cur[2] = val
+                else:
+                    for cur in curs:
+                        cur[2] += val
+            return True
+    if not add_plain(flexes, node, metrics):
+        return False
+    if len(plans) >= MAX_PLANS:
+        plans.clear()
+    plans[key] = _steps(flexes, node, metrics)
+    return True
+
+
+def _steps(flexes, node: int, metrics: dict) -> tuple:
+    """The plan of :func:`add_planned` for a plain dict just added to ``node`` in ``flexes``."""
+    steps = []
+    for k, val in metrics.items():
+        t = type(val)
+        stored, kind, roof = _plain_info[k]
+        conv = None
+        if t is int and roof == ROOF_DOUBLE:
+            conv = float
+        elif t is float and roof == ROOF_INT:
+            conv = int
+        wide = t is int and conv is None
+        steps.append((k, t, conv, kind == PTY, wide, tuple(flex[node][stored] for flex in flexes)))
+    return tuple(steps)
+
+
 def add_value(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None:
     """Add one normalised value to ``flex[node][stored]``: create it, overwrite a property,
     sum, or raise Proton's type mismatch (the primitive under :func:`add_plain`)."""

@@ -1,0 +1,191 @@
+"""Several launching threads on a GPU: bare, real Proton and proton_ctypes, side by side.
+
+Run on the H200 (one invocation does everything)::
+
+    python bench/threads.py --threads 4 --launches 50000 --rounds 3 --json bench/results/threads-h200.json
+
+Each thread launches a tiny Triton kernel ``--launches`` times, each launch inside
+``with scope("step")``.  Each (implementation, data) pair runs in its own process
+(``--worker``), and that process first times a bare run of the same threads (no profiler,
+no scope), so every profiled figure is paired with a bare one of the same process; the
+processes alternate round by round (the order rotates).  Per run the worker reports the
+wall time of the threaded loop (synchronised), the ``finalize`` time, the kernels counted
+in the written file (a profiler that loses kernels cannot look fast) and the growth of the
+process's peak resident memory during the profiled loop.
+
+``overhead_us`` = (profiled wall - bare wall) / (threads x launches), the median over
+rounds; ``ratio_to_proton`` = overhead / Proton's overhead of the same data kind.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IMPLS = ("proton", "proton_ctypes")
+DATA = ("tree", "trace")
+#: kernel name in the written files
+KERNEL = "tiny"
+
+
+def _profiler(impl):
+    if impl == "proton":
+        import triton.profiler as proton
+    else:
+        sys.path.insert(0, ROOT)
+        import proton_ctypes as proton
+    return proton
+
+
+def _count_kernels(path: str, data: str) -> int:
+    if data == "tree":
+        with open(path) as f:
+            root = json.load(f)[0]
+        total, stack = 0, [root]
+        while stack:
+            n = stack.pop()
+            if n["frame"]["name"] == KERNEL:
+                total += int(n["metrics"].get("count", 0))
+            stack.extend(n["children"])
+        return total
+    with open(path) as f:
+        doc = json.load(f)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    return sum(1 for e in events if e.get("name") == KERNEL and e.get("ph") == "X")
+
+
+def _peak_rss_kb() -> int:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def worker(impl: str, data: str, threads: int, launches: int) -> dict:
+    """One process: a bare threaded run, then the profiled one; returns the figures."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def tiny(x_ptr):
+        tl.store(x_ptr, 1.0)
+
+    bufs = [torch.zeros(1, device="cuda") for _ in range(threads)]
+    for b in bufs:  # compile and warm up outside every timed loop
+        tiny[(1,)](b)
+    torch.cuda.synchronize()
+
+    def run(body) -> float:
+        barrier = threading.Barrier(threads + 1)
+        ts = [threading.Thread(target=body, args=(bufs[i], barrier)) for i in range(threads)]
+        for t in ts:
+            t.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in ts:
+            t.join()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    def bare(buf, barrier):
+        barrier.wait()
+        for _ in range(launches):
+            tiny[(1,)](buf)
+
+    bare_s = run(bare)
+    proton = _profiler(impl)
+    scope = proton.scope
+    out = os.path.join(tempfile.mkdtemp(), "threads")
+
+    def profiled(buf, barrier):
+        barrier.wait()
+        for _ in range(launches):
+            with scope("step"):
+                tiny[(1,)](buf)
+
+    rss0 = _peak_rss_kb()
+    proton.start(out, data=data)
+    wall_s = run(profiled)
+    rss1 = _peak_rss_kb()
+    t0 = time.perf_counter()
+    proton.finalize()
+    finalize_s = time.perf_counter() - t0
+    path = out + (".hatchet" if data == "tree" else ".chrome_trace")
+    return {"impl": impl, "data": data, "bare_s": bare_s, "wall_s": wall_s, "finalize_s": finalize_s,
+            "kernels": _count_kernels(path, data), "expected": threads * launches,
+            "rss_growth_mb": (rss1 - rss0) / 1024.0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--launches", type=int, default=50000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--data", default=",".join(DATA))
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--worker", nargs=2, metavar=("IMPL", "DATA"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        print(json.dumps(worker(a.worker[0], a.worker[1], a.threads, a.launches)))
+        return
+    impls, datas = a.impls.split(","), a.data.split(",")
+    runs = {(i, d): [] for i in impls for d in datas}
+    for r in range(a.rounds):
+        order = [(i, d) for d in datas for i in (impls if r % 2 == 0 else impls[::-1])]
+        for impl, data in order:
+            cmd = [sys.executable, os.path.abspath(__file__), "--threads", str(a.threads), "--launches",
+                   str(a.launches), "--worker", impl, data]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0:
+                print(f"round {r} {impl} {data}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
+                continue
+            res = json.loads(p.stdout.strip().splitlines()[-1])
+            runs[(impl, data)].append(res)
+            print(f"round {r} {impl:14s} {data:5s} bare {res['bare_s']:.2f} s profiled {res['wall_s']:.2f} s "
+                  f"kernels {res['kernels']}/{res['expected']}", file=sys.stderr)
+    n_ops = a.threads * a.launches
+    rows = []
+    overhead = {}
+    for (impl, data), rs in runs.items():
+        if not rs:
+            continue
+        overhead[(impl, data)] = statistics.median([(x["wall_s"] - x["bare_s"]) / n_ops * 1e6 for x in rs])
+    print(f"{'case':34s} {'impl':14s} {'us/op':>7s} {'overhead':>9s} {'vs Proton':>9s} {'finalize s':>10s} "
+          f"{'kernels':>15s} {'rss MB':>7s}")
+    for (impl, data), rs in runs.items():
+        if not rs:
+            continue
+        case = f"{a.threads} threads, scope per launch, data={data}"
+        bare_us = statistics.median([x["bare_s"] / n_ops * 1e6 for x in rs])
+        us = statistics.median([x["wall_s"] / n_ops * 1e6 for x in rs])
+        fin = statistics.median([x["finalize_s"] for x in rs])
+        ref = overhead.get(("proton", data))
+        ratio = overhead[(impl, data)] / ref if ref else None
+        kernels = min(x["kernels"] for x in rs)
+        rss = statistics.median([x["rss_growth_mb"] for x in rs])
+        rows.append({"case": case, "impl": "bare", "us_per_op": round(bare_us, 3), "overhead_us": None,
+                     "ratio_to_proton": None, "finalize_s": None})
+        rows.append({"case": case, "impl": impl, "us_per_op": round(us, 3),
+                     "overhead_us": round(overhead[(impl, data)], 3),
+                     "ratio_to_proton": None if ratio is None else round(ratio, 3), "finalize_s": round(fin, 4),
+                     "kernels": kernels, "expected_kernels": n_ops, "rss_growth_mb": round(rss, 1)})
+        print(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
+              f"{'' if ratio is None else f'{ratio:9.2f}':>9s} {fin:10.3f} {kernels:>7d}/{n_ops:<7d} {rss:7.1f}")
+    if a.json:
+        doc = {"machine": platform.node() or "h200", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+               "command": "python " + " ".join(sys.argv), "rows": rows}
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
