@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import proton_ctypes as proton
-from conftest import written
+from conftest import read_tree, written
 
 
 # --- scope ----------------------------------------------------------------------------------
@@ -94,8 +94,7 @@ def test_scope_named_root_is_an_ordinary_child():
 def test_scope_without_a_session_is_a_no_op_with_id_none():
     with proton.scope("x") as s:
         assert s.id is None
-    assn = [proton.enter_scope("y"), proton.exit_scope()]
-    assert assn == [None, None]
+    assert [proton.enter_scope("y"), proton.exit_scope()] == [None, None]
 
 
 @pytest.mark.parametrize("backend", ["host", "mock"])
@@ -269,5 +268,4 @@ def test_cpu_timed_scope_time_never_reaches_root():
     with proton.cpu_timed_scope("a"):
         pass
     proton.finalize()
-    from conftest import read_tree
     assert read_tree("noroot.hatchet")[0]["metrics"] == {}

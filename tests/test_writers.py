@@ -13,7 +13,7 @@ import msgpack
 import pytest
 
 import proton_ctypes as proton
-from conftest import read_tree, written
+from conftest import flat, read_tree, written
 from proton_ctypes.writers import atomic
 
 
@@ -165,11 +165,7 @@ def test_msgpack_omits_nodes_without_metrics_and_children():
             with proton.scope("h"):
                 pass
     tree, _ = msgpack.unpackb(proton.data.get_msgpack(s))
-
-    def paths(n, prefix=""):
-        return [p for c in n["children"] for p in [prefix + c["frame"]["name"]] + paths(c, prefix + c["frame"]["name"]
-                                                                                        + "/")]
-    assert paths(tree) == ["a", "a/b", "a/b/d", "f", "f/g"]
+    assert list(flat(tree)) == ["a", "a/b", "a/b/d", "f", "f/g"]
 
 
 def test_msgpack_file_is_byte_identical_to_get_msgpack():
