@@ -161,7 +161,8 @@ class View:
 class ThreadCtx:
     """Everything the profiler keeps for one thread."""
 
-    __slots__ = ("tid", "epoch", "view", "views", "state", "frozen", "open_trace", "launch", "__weakref__")
+    __slots__ = ("tid", "epoch", "view", "views", "state", "frozen", "open_trace", "launch", "op_id", "op_name",
+                 "__weakref__")
 
     def __init__(self):
         self.tid = threading.get_native_id()
@@ -177,6 +178,9 @@ class ThreadCtx:
         #: the launch hook's place in a Triton launch on this thread: None outside one, else
         #: a marker of :mod:`proton_ctypes.hooks.launch` or the view of an open fast op
         self.launch = None
+        #: scope id and name of the launch hook's latest op on this thread
+        self.op_id = None
+        self.op_name = None
 
 
 def thread_ctx() -> ThreadCtx:

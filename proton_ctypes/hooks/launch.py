@@ -43,6 +43,48 @@ def _log_context(log, v) -> None:
         log.append(v.top)
 
 
+next_id = recording.next_id
+
+
+class LaunchVar:
+    """One of Proton's launch context variables, read from the calling thread's launch state.
+
+    Proton 3.9 keeps ``id``, ``op_name``, ``enabled`` and ``in_hook`` in ``ContextVar``s
+    that its hook sets on every launch; here the hook records that state on the thread
+    anyway, so these are read-only views of it (``get()`` as a ``ContextVar``'s), and a
+    launch pays no ``ContextVar.set``.
+    """
+
+    __slots__ = ("name", "_read", "default")
+
+    def __init__(self, name: str, read, default=None):
+        self.name = name
+        self._read = read
+        #: the value of a thread that has not launched yet (``ContextVar(default=...)``)
+        self.default = default
+
+    def get(self, *default):
+        """The thread's value; ``default`` (or the variable's own default) when it has none."""
+        ctx = getattr(tls, "ctx", None)
+        value = None if ctx is None else self._read(ctx)
+        if value is None:
+            return default[0] if default else self.default
+        return value
+
+    def __repr__(self):
+        return f"<LaunchVar name={self.name!r}>"
+
+
+#: scope id of the thread's latest launch op (a fresh id per launch), None before any
+id = LaunchVar("id", lambda ctx: ctx.op_id)  # noqa: A001 -- Proton's name
+#: kernel name of the thread's latest launch op
+op_name = LaunchVar("op_name", lambda ctx: ctx.op_name)
+#: whether the thread is inside a launch the hook handles (from enter until exit)
+enabled = LaunchVar("enabled", lambda ctx: ctx.launch is not None, False)
+#: whether the thread is evaluating a launch's metadata
+in_hook = LaunchVar("in_hook", lambda ctx: ctx.launch is _IN_HOOK, False)
+
+
 class LaunchHook(Hook):
     """Process-wide singleton hook recording launch metadata (priority 100)."""
 
@@ -173,6 +215,8 @@ class LaunchHook(Hook):
         if log is not None:
             log.append(time_ns())
             log.append(op_code(node))
+        ctx.op_id = next_id()
+        ctx.op_name = kernel_name
         ctx.launch = v
 
     @staticmethod
@@ -236,6 +280,8 @@ class LaunchHook(Hook):
                 finally:
                     _set_state(ctx, None)
             recording.op_open(ctx, targets)
+            ctx.op_id = sid
+            ctx.op_name = kernel_name
             ctx.launch = _OPEN
         except BaseException:
             ctx.launch = None
