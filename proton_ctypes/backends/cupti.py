@@ -16,6 +16,12 @@ Attribution modes (:attr:`CuptiBackend.attribution`):
   ``PROTON_CTYPES_ATTRIBUTION=extcorr``.  The profiler must then call
   :meth:`CuptiBackend.push_external` / :meth:`CuptiBackend.pop_external` at scope edges;
   rows carry the innermost pushed id in ``py_node``.
+
+Also, as Proton: with ``TRITON_ENABLE_NVTX`` on, ``nvtxRangePushA`` / ``nvtxRangePop`` open and
+close scopes (:mod:`.nvidia.nvtx`, through :attr:`CuptiBackend.nvtx_scopes`), and an executable
+CUDA graph made before profiling started gets Proton's ``Cannot find graph for graphExecId``
+line on stderr once, when its replayed kernels are first collected
+(:meth:`~.nvidia.callbacks.CallbackHub.check_graph_execs`; no per-launch callback).
 """
 from __future__ import annotations
 
@@ -29,12 +35,13 @@ import numpy as np
 
 from .base import DEFAULT_FLUSH_INTERVAL_S
 from .modes import PC_SAMPLING, PERIODIC_FLUSHING, parse_mode
+from .nvidia import nvtx
 from .nvidia.activity import calibrate_clock, choose_attribution, enable_activity
 from .nvidia.buffers import DEFAULT_BUFFER_BYTES, DEFAULT_MAX_BUFFERS, BufferPool
 from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub, torch_profiler_active
 from .nvidia.collector import Collector
 from .nvidia.driver import required_driver
-from .nvidia.lib import EXTERNAL_CORRELATION_KIND_CUSTOM0, THREAD_ID_TYPE_SYSTEM, CuptiLib, load_cupti
+from .nvidia.lib import EXTERNAL_CORRELATION_KIND_CUSTOM0, THREAD_ID_TYPE_SYSTEM, CuptiError, CuptiLib, load_cupti
 from .nvidia.pcsampling import PCSampler, pc_sampling_period
 
 DEFAULT_PARSE_BATCH = 4
@@ -81,6 +88,15 @@ class CuptiBackend:
         #: ``(sessions_active(backend), attribute_samples(backend, groups))`` for pcsampling,
         #: given by the profiler before start (:mod:`proton_ctypes.core.pc_samples`)
         self.pc_attribution = None
+        #: ``(enter(name), exit() -> bool)``: open a scope for an NVTX range on the calling thread /
+        #: close the innermost one it opened (False: none open); given by the profiler before
+        #: start (:mod:`proton_ctypes.core.nvtx`).  None: NVTX ranges are not scopes.
+        self.nvtx_scopes = None
+        #: what this backend put into ``NVTX_INJECTION64_PATH`` (taken out again at stop)
+        self._nvtx_injected = None
+        #: executable-graph ids seen made, and those reported missing, across starts (as Proton)
+        self._graph_execs = set()
+        self._graph_warned = set()
         #: activity kinds switched on (each is switched off again at stop)
         self._enabled_kinds = []
         self._warned = set()
@@ -114,6 +130,7 @@ class CuptiBackend:
         lib = self._load()
         self.mode = parsed_mode
         self._hub = CallbackHub(lib)
+        self._hub.graph_execs, self._hub.graph_warned = self._graph_execs, self._graph_warned
         self._pc = self._hub.pc = self._make_pc_sampler(lib) if parsed_mode[0] == PC_SAMPLING else None
         self._hub.subscribe(python_context)  # first: detects another CUPTI user before touching anything
         _ACTIVE.append(self)
@@ -191,6 +208,11 @@ class CuptiBackend:
             out.update(buffers_allocated=self.pool.allocated, buffer_bytes=self.pool.allocated_bytes,
                        buffer_requests=self.pool.requests, buffer_refusals=self.pool.refused,
                        buffer_spares=self.pool.spares, buffer_spared=self.pool.spared)
+        if self._hub is not None:
+            hub = self._hub
+            out.update(callback_errors=hub.callback_errors, nvtx_scopes=hub.nvtx_scopes is not None,
+                       nvtx_errors=hub.nvtx_errors, nvtx_unmatched_pops=hub.nvtx_unmatched,
+                       graph_check=hub.graph_check, graphs_missing=len(hub.graph_warned))
         if self.collector is not None:
             out.update(self.collector.stats)
             out.update({"time_" + k: round(v, 6) for k, v in self.collector.timings.items()})
@@ -216,12 +238,27 @@ class CuptiBackend:
                           RuntimeWarning, stacklevel=3)
         self.collector.begin(self._hub, sink, self.clock_offset_ns, extcorr=self.attribution == "extcorr")
         self._hub.enable_graph_callbacks()
+        self._hub.enable_graph_check()
+        self._start_nvtx(lib)
         if self._pc is not None:
             self._pc.enable_callbacks(self._hub)
         if python_context is not None:
             self._hub.enable_launch_callbacks()
         self._enable_activity(lib)
         self.collector.start_thread(self.mode[0] == PERIODIC_FLUSHING, self.flush_interval_s)
+
+    def _start_nvtx(self, lib: CuptiLib) -> None:
+        """NVTX ranges as scopes (``TRITON_ENABLE_NVTX``, :mod:`.nvidia.nvtx`): the push/pop
+        callbacks, then CUPTI as NVTX's injection library.  A CUPTI that refuses the NVTX
+        callbacks costs one warning, not the profile."""
+        if self.nvtx_scopes is None or not nvtx.enabled():
+            return
+        try:
+            self._hub.enable_nvtx_callbacks(self.nvtx_scopes)
+        except CuptiError as e:
+            self._warn_once("nvtx", f"proton_ctypes: NVTX ranges are not recorded as scopes: {e}")
+            return
+        self._nvtx_injected = nvtx.inject(lib.path)
 
     def _enable_activity(self, lib: CuptiLib) -> None:
         """Kernel and launch-API records (:func:`.nvidia.activity.enable_activity`); a separate
@@ -253,6 +290,8 @@ class CuptiBackend:
                     self._pc.disable_callbacks(self._hub)
             if self._hub is not None:
                 self._hub.unsubscribe()
+            nvtx.withdraw(self._nvtx_injected)
+            self._nvtx_injected = None
             t3 = clock()
             if self.lib is not None:
                 self.lib.flush_all_quietly()

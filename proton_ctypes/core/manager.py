@@ -90,6 +90,9 @@ def create(name: str, context: str, data: str, backend_name: str, mode: str) -> 
         if hasattr(backend, "pc_attribution"):
             from . import pc_samples
             backend.pc_attribution = (pc_samples.sessions_active, pc_samples.attribute_samples)
+        if hasattr(backend, "nvtx_scopes"):
+            from . import nvtx
+            backend.nvtx_scopes = (nvtx.enter, nvtx.exit)
         backend.start(_sink_for(backend), mode,
                       _python_context() if context == "python" else None)
     _users[backend_name] = _users.get(backend_name, 0) + 1

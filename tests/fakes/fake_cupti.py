@@ -11,14 +11,22 @@ The record layouts are ``struct`` formats written here from ``layout_check.c`` o
 ``cupti_layout``, so a wrong offset cannot pass on both sides.
 
 Test-side driving API: :meth:`FakeCupti.launch`, :meth:`capture`, :meth:`instantiate`,
-:meth:`replay`, :meth:`complete_kernels`.  Knobs: ``multiple_subscribers``,
-``drop_records``, ``clock_offset_ns``, ``record_size``, ``api_record_mode``
-(``"real"`` or ``"none"``), ``defer_kernels``, ``fail`` (function name -> result code).
+:meth:`replay`, :meth:`complete_kernels`, :meth:`nvtx_push` / :meth:`nvtx_pop`.  Knobs:
+``multiple_subscribers``, ``drop_records``, ``clock_offset_ns``, ``record_size``,
+``api_record_mode`` (``"real"`` or ``"none"``), ``defer_kernels``, ``fail`` (function name ->
+result code), ``refuse_domains`` (callback domains ``cuptiEnableCallback`` rejects),
+``graph_exec_created`` (whether instantiate fires ``GRAPHEXEC_CREATED``).
+
+NVTX is modelled as the NVTX library does it: at the first NVTX call of the process it reads
+``NVTX_INJECTION64_PATH`` once; only when that named a library (CUPTI) do the NVTX
+callbacks fire, with a ``CUpti_NvtxData`` whose ``functionParams`` points at the call's
+``nvtx*_params`` struct (generated_nvtx_meta.h).
 """
 from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import queue
 import struct
 import threading
@@ -51,6 +59,10 @@ EXTCORR_FORMAT = struct.Struct("<IIQI4x")        # kind externalKind externalId 
 CALLBACK_DATA_FORMAT = struct.Struct("<i4xQQQQQI4xQI4x")   # CUpti_CallbackData, 72 bytes
 RESOURCE_DATA_FORMAT = struct.Struct("<QQQ")               # context, resourceHandle, resourceDescriptor
 GRAPH_DATA_FORMAT = struct.Struct("<QQQQi4xQQ")            # graph, originalGraph, node, originalNode, nodeType, dependency, graphExec
+GRAPH_LAUNCH_PARAMS_FORMAT = struct.Struct("<QQ")          # cuGraphLaunch_params: hGraph (the CUgraphExec), hStream
+NVTX_DATA_FORMAT = struct.Struct("<QQQ")                   # CUpti_NvtxData: functionName, functionParams, functionReturnValue
+NVTX_PUSH_A_PARAMS_FORMAT = struct.Struct("<Q")            # nvtxRangePushA_params: const char *message
+NVTX_POP_PARAMS_FORMAT = struct.Struct("<Q")               # nvtxRangePop_params: void *dummy
 
 #: Offsets of the fields above, for the header cross-check test.
 KERNEL_OFFSETS = {"kind": 0, "start": 16, "end": 24, "completed": 32, "deviceId": 40, "contextId": 44,
@@ -60,8 +72,10 @@ KERNEL_OFFSETS = {"kind": 0, "start": 16, "end": 24, "completed": 32, "deviceId"
 
 KIND_DRIVER, KIND_RUNTIME, KIND_KERNEL, KIND_EXTCORR = 4, 5, 10, 39
 KNOWN_KINDS = {1, 2, 3, KIND_DRIVER, KIND_RUNTIME, KIND_KERNEL, KIND_EXTCORR}
-DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE = 1, 2, 3
-CBID_GRAPHNODE_CREATED, CBID_GRAPHNODE_CLONED, CBID_GRAPH_CREATED = 13, 20, 9
+DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE, DOMAIN_NVTX = 1, 2, 3, 5
+CBID_GRAPHNODE_CREATED, CBID_GRAPHNODE_CLONED, CBID_GRAPH_CREATED, CBID_GRAPHEXEC_CREATED = 13, 20, 9, 18
+CBID_NVTX_RANGE_PUSH_A, CBID_NVTX_RANGE_POP = 8, 11     # cupti_nvtx_cbid.h
+NVTX_INJECTION_ENV = "NVTX_INJECTION64_PATH"
 CU_LAUNCH_KERNEL, CU_LAUNCH_KERNEL_EX, CU_GRAPH_LAUNCH, CUDA_LAUNCH_KERNEL = 307, 652, 514, 211
 EXISTING_DRIVER_CBIDS = range(1, 720)
 EXISTING_RUNTIME_CBIDS = range(1, 480)
@@ -85,17 +99,19 @@ def _obj(arg):
 class FakeGraph:
     """A captured graph or an instantiated executable graph: its id and node (handle, id) pairs."""
 
-    def __init__(self, graph_id, nodes, names):
+    def __init__(self, graph_id, nodes, names, handle=0):
         self.graph_id = graph_id
         self.nodes = nodes          # [(handle, node_id)]
         self.names = names
+        self.handle = handle        # the CUgraph / CUgraphExec handle
 
 
 class FakeCupti:
     """Stands in for ``ctypes.CDLL("libcupti.so")``; see the module docstring."""
 
     def __init__(self, version=130001, record_size=None, multiple_subscribers=False, drop_records=0,
-                 clock_offset_ns=0, api_record_mode="real", defer_kernels=False, fail=None):
+                 clock_offset_ns=0, api_record_mode="real", defer_kernels=False, fail=None,
+                 refuse_domains=(), graph_exec_created=True):
         self.version = version
         self.record_size = record_size or (216 if version >= 130000 else 208)
         self.multiple_subscribers = multiple_subscribers
@@ -104,6 +120,11 @@ class FakeCupti:
         self.api_record_mode = api_record_mode
         self.defer_kernels = defer_kernels
         self.fail = dict(fail or {})
+        self.refuse_domains = set(refuse_domains)
+        self.graph_exec_created = graph_exec_created
+        #: NVTX_INJECTION64_PATH as NVTX read it at its first call (None: no NVTX call yet)
+        self.nvtx_injection = None
+        self.nvtx_calls = 0
         self.calls = {}
         self.kinds = set()
         self.api_filter = {KIND_DRIVER: {}, KIND_RUNTIME: {}}
@@ -116,6 +137,8 @@ class FakeCupti:
         self._handles = itertools.count(0x7000_0000)
         self._graph_ids = itertools.count(1)
         self._node_ids = {}
+        self._graph_handle_ids = {}    # CUgraph / CUgraphExec handle -> graph id / exec id
+        self._params = 0
         self._names = {}
         self._keep = []
         self._ext_stacks = {}
@@ -243,6 +266,9 @@ class FakeCupti:
 
     def cuptiEnableCallback(self, enable, handle, domain, cbid):
         key = (int(domain), int(cbid))
+        if enable and int(domain) in self.refuse_domains:
+            self._enter("cuptiEnableCallback")
+            return 1
         if enable:
             self.enabled_callbacks.add(key)
         else:
@@ -254,6 +280,19 @@ class FakeCupti:
         if node_id is None:
             return 1
         _obj(p_id).value = node_id
+        return 0
+
+    def cuptiGetGraphId(self, graph, p_id):
+        return self._graph_handle_id(graph, p_id)
+
+    def cuptiGetGraphExecId(self, graph_exec, p_id):
+        return self._graph_handle_id(graph_exec, p_id)
+
+    def _graph_handle_id(self, handle, p_id):
+        graph_id = self._graph_handle_ids.get(int(handle or 0))
+        if graph_id is None:
+            return 1
+        _obj(p_id).value = graph_id
         return 0
 
     # ================================================================== test-side driving
@@ -276,10 +315,13 @@ class FakeCupti:
         self._kernel(name, corr, k_start, dur_ns, stream, device, block)
         return corr
 
-    def _api_call(self, kind, cbid, corr, inside=None):
+    def _api_call(self, kind, cbid, corr, inside=None, params=0):
         """Run one launch API: callbacks, ext-corr record, API record.  Returns the API start."""
         start = self._now()
-        if kind == KIND_RUNTIME:
+        self._params = params      # CUpti_CallbackData.functionParams of this call's callbacks
+        if params:
+            self._callback(DOMAIN_DRIVER, cbid, 0, corr)
+        elif kind == KIND_RUNTIME:
             self._callback(DOMAIN_RUNTIME, cbid, 0, corr)
             nested = next(self._corr)          # the runtime's internal cuLaunchKernel
             self._callback(DOMAIN_DRIVER, CU_LAUNCH_KERNEL, 0, nested)
@@ -296,12 +338,14 @@ class FakeCupti:
             tid = threading.get_native_id() if self.thread_id_type == 1 else threading.get_ident() & 0xFFFFFFFF
             self._write(API_FORMAT.pack(kind, cbid, start, end, 4242, tid, corr, 0))
         self._callback(DOMAIN_RUNTIME if kind == KIND_RUNTIME else DOMAIN_DRIVER, cbid, 1, corr)
+        self._params = 0
         return start
 
     def capture(self, names):
         """Stream-capture one launch per name on the calling thread; returns the captured graph."""
         graph_id = next(self._graph_ids)
         graph_handle = next(self._handles)
+        self._graph_handle_ids[graph_handle] = graph_id
         nodes = []
         for i, _ in enumerate(names):
             handle = next(self._handles)
@@ -310,12 +354,14 @@ class FakeCupti:
             nodes.append((handle, node_id))
             self._api_call(KIND_DRIVER, CU_LAUNCH_KERNEL_EX, next(self._corr),
                            inside=lambda h=handle: self._resource(CBID_GRAPHNODE_CREATED, graph_handle, h, 0))
-        return FakeGraph(graph_id, nodes, list(names))
+        return FakeGraph(graph_id, nodes, list(names), graph_handle)
 
     def instantiate(self, graph):
-        """Instantiate: a new graph whose nodes are clones (CREATED then CLONED per node)."""
+        """Instantiate: a new graph whose nodes are clones (CREATED then CLONED per node), then
+        GRAPHEXEC_CREATED.  The exec's handle is both the cloned nodes' graph and the exec."""
         exec_id = next(self._graph_ids)
         exec_handle = next(self._handles)
+        self._graph_handle_ids[exec_handle] = exec_id
         nodes = []
         for i, (orig_handle, _) in enumerate(graph.nodes):
             handle = next(self._handles)
@@ -323,17 +369,44 @@ class FakeCupti:
             nodes.append((handle, (exec_id << 32) | i))
             self._resource(CBID_GRAPHNODE_CREATED, exec_handle, handle, 0)
             self._resource(CBID_GRAPHNODE_CLONED, exec_handle, handle, orig_handle)
-        return FakeGraph(exec_id, nodes, graph.names)
+        if self.graph_exec_created:
+            self._resource(CBID_GRAPHEXEC_CREATED, graph.handle, 0, 0, exec_handle)
+        return FakeGraph(exec_id, nodes, graph.names, exec_handle)
 
     def replay(self, graph_exec, dur_ns=800, stream=7, device=0):
-        """Launch an instantiated graph: one cuGraphLaunch API record, one kernel record per node."""
+        """Launch an instantiated graph: one cuGraphLaunch API record (its callback's
+        ``functionParams`` a ``cuGraphLaunch_params`` naming the exec), one kernel record per node."""
         corr = next(self._corr)
-        self._api_call(KIND_DRIVER, CU_GRAPH_LAUNCH, corr)
+        params = ctypes.create_string_buffer(GRAPH_LAUNCH_PARAMS_FORMAT.pack(graph_exec.handle, stream), 16)
+        self._api_call(KIND_DRIVER, CU_GRAPH_LAUNCH, corr, params=ctypes.addressof(params))
         t = self._now() + 1000
         for (_, node_id), name in zip(graph_exec.nodes, graph_exec.names):
             self._kernel(name, corr, t, dur_ns, stream, device, (128, 1, 1), node_id, graph_exec.graph_id)
             t += dur_ns + 100
         return corr
+
+    def nvtx_push(self, message):
+        """``nvtxRangePushA(message)`` on the calling thread (``message`` None: a NULL pointer)."""
+        text = None if message is None else ctypes.create_string_buffer(message.encode())
+        params = ctypes.create_string_buffer(
+            NVTX_PUSH_A_PARAMS_FORMAT.pack(ctypes.addressof(text) if text is not None else 0), 8)
+        self._nvtx(CBID_NVTX_RANGE_PUSH_A, b"nvtxRangePushA", params)
+
+    def nvtx_pop(self):
+        """``nvtxRangePop()`` on the calling thread."""
+        self._nvtx(CBID_NVTX_RANGE_POP, b"nvtxRangePop", ctypes.create_string_buffer(NVTX_POP_PARAMS_FORMAT.pack(0), 8))
+
+    def _nvtx(self, cbid, function_name, params):
+        self.nvtx_calls += 1
+        if self.nvtx_injection is None:        # NVTX initialises once, at its first call
+            self.nvtx_injection = os.environ.get(NVTX_INJECTION_ENV, "")
+        if not self.nvtx_injection or self.subscriber is None or (DOMAIN_NVTX, cbid) not in self.enabled_callbacks:
+            return
+        name = ctypes.create_string_buffer(function_name)
+        result = ctypes.c_int(0)
+        data = ctypes.create_string_buffer(NVTX_DATA_FORMAT.pack(ctypes.addressof(name), ctypes.addressof(params),
+                                                                 ctypes.addressof(result)), 24)
+        self.subscriber(None, DOMAIN_NVTX, cbid, ctypes.addressof(data))
 
     def complete_kernels(self):
         """Write deferred kernel records now (as if the device finished them)."""
@@ -482,14 +555,14 @@ class FakeCupti:
     def _callback(self, domain, cbid, site, corr):
         if self.subscriber is None or (domain, cbid) not in self.enabled_callbacks:
             return
-        data = ctypes.create_string_buffer(CALLBACK_DATA_FORMAT.pack(site, 0, 0, 0, 0, 0, 1, 0, corr), 72)
+        data = ctypes.create_string_buffer(CALLBACK_DATA_FORMAT.pack(site, 0, self._params, 0, 0, 0, 1, 0, corr), 72)
         self.subscriber(None, domain, cbid, ctypes.addressof(data))
 
-    def _resource(self, cbid, graph_handle, node_handle, original_handle):
+    def _resource(self, cbid, graph_handle, node_handle, original_handle, exec_handle=0):
         if self.subscriber is None or (DOMAIN_RESOURCE, cbid) not in self.enabled_callbacks:
             return
         graph_data = ctypes.create_string_buffer(
-            GRAPH_DATA_FORMAT.pack(graph_handle, 0, node_handle, original_handle, 0, 0, 0), 56)
+            GRAPH_DATA_FORMAT.pack(graph_handle, 0, node_handle, original_handle, 0, 0, exec_handle), 56)
         resource = ctypes.create_string_buffer(RESOURCE_DATA_FORMAT.pack(0, graph_handle,
                                                                          ctypes.addressof(graph_data)), 24)
         self.subscriber(None, DOMAIN_RESOURCE, cbid, ctypes.addressof(resource))

@@ -1,5 +1,5 @@
-"""The one CUPTI subscriber of the process: CUDA-graph resource callbacks and the python-context
-launch callback.
+"""The one CUPTI subscriber of the process: CUDA-graph resource callbacks, the missing-graph check,
+NVTX ranges and the python-context launch callback.
 
 CUPTI allows a single subscriber per process (``cuptiSubscribe`` returns
 ``CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`` otherwise), so both uses share
@@ -10,13 +10,26 @@ one callback function:
   time_ns())`` taken there locates the scopes open at capture.  ``GRAPHNODE_CLONED``
   (at instantiate) maps the executable graph's node id back to the captured one; the
   replayed kernel records carry the *cloned* ids (gpu-backends.md §5).
+* **Missing-graph check**: ``GRAPHEXEC_CREATED`` (and ``GRAPHNODE_CLONED``, whose graph id is
+  the executable graph being built) records each executable graph made while subscribed.  A
+  replayed kernel record names its executable graph (``graphId``, which CUPTI fills with the
+  exec id); an exec never recorded was created before profiling started and gets Proton's
+  ``[PROTON] Cannot find graph for graphExecId`` line on stderr, once per exec
+  (:meth:`CallbackHub.check_graph_execs`, called by the joiner per batch).  No driver
+  callback is needed for it: nothing runs per launch.
+* **NVTX domain** (``TRITON_ENABLE_NVTX``, :mod:`.nvtx`): ``nvtxRangePushA`` / ``nvtxRangePop``
+  open and close a scope on the calling thread through the profiler's ``nvtx_scopes``.
 * **DRIVER domain, launch ids only** (``context="python"`` only): on API ENTER call the
   profiler's ``python_context()`` and remember ``(correlationId, node, thread, time)``.
   The default context installs no launch callback at all.
+
+Nothing raises out of the callback into CUPTI: failures are counted (``callback_errors``,
+``nvtx_errors``).
 """
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import threading
 import time
@@ -24,8 +37,9 @@ import time
 import numpy as np
 
 from . import layout as L
-from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, CB_SITE_ENTER, DRIVER_LAUNCH_CBIDS,
-                  ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, RESOURCE_GRAPHNODE_CLONED,
+from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_NVTX, CB_DOMAIN_RESOURCE, CB_SITE_ENTER,
+                  DRIVER_LAUNCH_CBIDS, ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+                  NVTX_RANGE_POP, NVTX_RANGE_PUSH_A, RESOURCE_GRAPHEXEC_CREATED, RESOURCE_GRAPHNODE_CLONED,
                   RESOURCE_GRAPHNODE_CREATED, CuptiError, CuptiLib)
 
 #: Every callback object ever handed to CUPTI stays alive for the life of the process.
@@ -36,6 +50,9 @@ GRAPH_CBIDS = (RESOURCE_GRAPHNODE_CREATED, RESOURCE_GRAPHNODE_CLONED)
 MAX_CLONE_HOPS = 64
 #: A python-context entry: ``(correlation id, node, native thread id, time_ns)``.
 PY_ENTRY_FIELDS = 4
+#: Proton's line (GPUProfiler.cpp) for a launched executable graph made before profiling started.
+MISSING_GRAPH_MESSAGE = ("[PROTON] Cannot find graph for graphExecId: {}, and it may cause memory leak. "
+                         "To avoid this problem, please start profiling before the graph is created.")
 
 OTHER_SUBSCRIBER_MESSAGE = (
     "[PROTON] proton_ctypes cannot profile with CUPTI: another CUPTI subscriber is active in this process "
@@ -75,7 +92,19 @@ class CallbackHub:
         self.callback_errors = 0
         #: ``mode="pcsampling"``: a :class:`~.cupti_pcsampling.PCSampler` also fed every callback
         self.pc = None
-        self._launch_enabled = False
+        #: executable-graph ids made while subscribed, and those already reported missing (the
+        #: backend hands in sets it keeps across starts, as Proton keeps its graph states)
+        self.graph_execs = set()
+        self.graph_warned = set()
+        self.graph_check = False
+        #: ``(enter(name), exit() -> bool)`` from the profiler while NVTX ranges are scopes, else None
+        self.nvtx_scopes = None
+        self.nvtx_errors = 0
+        #: nvtxRangePop calls with no NVTX-opened scope on their thread (ignored)
+        self.nvtx_unmatched = 0
+        #: ``(domain, cbid)`` switched on through the hub, switched off at :meth:`unsubscribe`
+        self._enabled = []
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, python_context=None) -> None:
@@ -90,28 +119,56 @@ class CallbackHub:
             raise
         self.subscribed = True
 
+    def _enable(self, domain: int, cbid: int) -> None:
+        self.lib.enable_callback(self.subscriber, domain, cbid)
+        self._enabled.append((domain, cbid))
+
     def enable_graph_callbacks(self) -> None:
         """Turn on GRAPHNODE_CREATED and GRAPHNODE_CLONED."""
         for cbid in GRAPH_CBIDS:
-            self.lib.enable_callback(self.subscriber, CB_DOMAIN_RESOURCE, cbid)
+            self._enable(CB_DOMAIN_RESOURCE, cbid)
+
+    def enable_graph_check(self) -> bool:
+        """Turn on the missing-graph check (the GRAPHEXEC_CREATED resource callback).
+
+        False (and no check) where this CUPTI lacks the graph-id functions or refuses the
+        callback id: better no line than a wrong one.
+        """
+        if not self.lib.has_graph_ids:
+            return False
+        try:
+            self._enable(CB_DOMAIN_RESOURCE, RESOURCE_GRAPHEXEC_CREATED)
+        except CuptiError:
+            return False
+        self.graph_check = True
+        return True
 
     def enable_launch_callbacks(self) -> None:
-        """Turn on the driver launch callbacks (python context only)."""
+        """Turn on the driver launch callbacks (python context, PC sampling)."""
         for cbid in DRIVER_LAUNCH_CBIDS.values():
-            self.lib.enable_callback(self.subscriber, CB_DOMAIN_DRIVER_API, cbid)
-        self._launch_enabled = True
+            self._enable(CB_DOMAIN_DRIVER_API, cbid)
+
+    def enable_nvtx_callbacks(self, scopes) -> None:
+        """NVTX ranges become scopes through ``scopes = (enter(name), exit())``; raises
+        :class:`CuptiError` when CUPTI refuses the NVTX callbacks (nothing is then switched on)."""
+        self.nvtx_scopes = scopes
+        try:
+            self.lib.enable_nvtx_callbacks(self.subscriber)
+        except CuptiError:
+            self.nvtx_scopes = None
+            self.lib.disable_nvtx_callbacks(self.subscriber)
+            raise
+        self._enabled.extend((CB_DOMAIN_NVTX, cbid) for cbid in (NVTX_RANGE_PUSH_A, NVTX_RANGE_POP))
 
     def unsubscribe(self) -> None:
         """Switch every callback off and drop the subscription (errors ignored: used in teardown)."""
         if not self.subscribed:
             return
         self.subscribed = False
-        if self._launch_enabled:
-            for cbid in DRIVER_LAUNCH_CBIDS.values():
-                self.lib.disable_callback(self.subscriber, CB_DOMAIN_DRIVER_API, cbid)
-            self._launch_enabled = False
-        for cbid in GRAPH_CBIDS:
-            self.lib.disable_callback(self.subscriber, CB_DOMAIN_RESOURCE, cbid)
+        self.nvtx_scopes = None
+        for domain, cbid in dict.fromkeys(self._enabled):
+            self.lib.disable_callback(self.subscriber, domain, cbid)
+        self._enabled = []
         self.lib.unsubscribe(self.subscriber)
         self.subscriber = ctypes.c_void_p()
 
@@ -134,36 +191,86 @@ class CallbackHub:
         return callback
 
     def _make_inner_callback(self, python_context):
-        on_resource = self._on_resource
+        on_resource, on_nvtx = self._on_resource, self._on_nvtx
+        driver, resource, nvtx = CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, CB_DOMAIN_NVTX
         if python_context is None:
             def callback(userdata, domain, cbid, data):
-                if domain == CB_DOMAIN_RESOURCE:
+                if domain == resource:
                     on_resource(cbid, data)
+                elif domain == nvtx:
+                    on_nvtx(cbid, data)
             return callback
 
         at = _SiteAndCorrelation.from_address  # one ctypes object per callback, two field reads
         append = self.py_entries.append
         now = time.time_ns
         native_id = threading.get_native_id
-        driver, enter = CB_DOMAIN_DRIVER_API, CB_SITE_ENTER
+        enter = CB_SITE_ENTER
 
         def callback(userdata, domain, cbid, data):
             if domain == driver:
                 head = at(data)
                 if head.site == enter:
                     append((head.correlation_id, python_context(), native_id(), now()))
-            elif domain == CB_DOMAIN_RESOURCE:
+            elif domain == resource:
                 on_resource(cbid, data)
+            elif domain == nvtx:
+                on_nvtx(cbid, data)
         return callback
 
+    # ------------------------------------------------------------------ NVTX ranges
+    def _on_nvtx(self, cbid, data) -> None:
+        """nvtxRangePushA: enter a scope named by its message; nvtxRangePop: exit the innermost
+        NVTX-opened scope of this thread (``CUpti_NvtxData`` at ``data``)."""
+        scopes = self.nvtx_scopes
+        if scopes is None:
+            return
+        try:
+            if cbid == NVTX_RANGE_PUSH_A:
+                params = ctypes.c_void_p.from_address(data + L.NVTXDATA_PARAMS_OFFSET).value if data else None
+                raw = ctypes.c_char_p.from_address(params + L.NVTX_PUSH_A_MESSAGE_OFFSET).value if params else None
+                scopes[0](raw.decode("utf-8", "replace") if raw else "")
+            elif cbid == NVTX_RANGE_POP:
+                if not scopes[1]():
+                    self.nvtx_unmatched += 1
+        except Exception:
+            self.nvtx_errors += 1
+
+    # ------------------------------------------------------------------ missing-graph check
+    def check_graph_execs(self, exec_ids: np.ndarray) -> None:
+        """Report each executable-graph id of ``exec_ids`` (the ``graphId`` of replayed kernel
+        records) that was never seen made while subscribed: once per exec id, on stderr."""
+        if not self.graph_check:
+            return
+        try:
+            for exec_id in np.unique(exec_ids).tolist():
+                if exec_id == 0 or exec_id in self.graph_execs:
+                    continue
+                with self._lock:
+                    if exec_id in self.graph_warned:
+                        continue
+                    self.graph_warned.add(exec_id)
+                _write_stderr(MISSING_GRAPH_MESSAGE.format(exec_id))
+        except Exception:  # a diagnostic: never the reason a batch is lost
+            self.callback_errors += 1
+
     def _on_resource(self, cbid, data) -> None:
-        """GRAPHNODE_CREATED / GRAPHNODE_CLONED: remember where the node was made / what it copies."""
+        """GRAPHNODE_CREATED / GRAPHNODE_CLONED: remember where the node was made / what it copies;
+        GRAPHEXEC_CREATED (and CLONED): remember the executable graph as made while profiling."""
         if cbid != RESOURCE_GRAPHNODE_CREATED and cbid != RESOURCE_GRAPHNODE_CLONED:
+            if cbid == RESOURCE_GRAPHEXEC_CREATED:
+                self._on_exec_created(data)
             return
         try:
             desc = ctypes.c_void_p.from_address(data + L.RESOURCE_DESCRIPTOR_OFFSET).value
             if not desc:
                 return
+            if cbid == RESOURCE_GRAPHNODE_CLONED and self.graph_check:
+                # nodes are cloned into the executable graph being instantiated: its graph id
+                # is the exec id (as Proton keys it)
+                graph_id = self.lib.graph_id(ctypes.c_void_p.from_address(desc + L.GRAPHDATA_GRAPH_OFFSET).value)
+                if graph_id is not None:
+                    self.graph_execs.add(graph_id)
             node_id = self._node_id(ctypes.c_void_p.from_address(desc + L.GRAPHDATA_NODE_OFFSET).value)
             if node_id is None:
                 return
@@ -173,6 +280,17 @@ class CallbackHub:
                 original = self._node_id(ctypes.c_void_p.from_address(desc + L.GRAPHDATA_ORIGINAL_NODE_OFFSET).value)
                 if original is not None and original != node_id:
                     self.cloned[node_id] = original
+        except Exception:
+            self.callback_errors += 1
+
+    def _on_exec_created(self, data) -> None:
+        try:
+            desc = ctypes.c_void_p.from_address(data + L.RESOURCE_DESCRIPTOR_OFFSET).value
+            if not desc:
+                return
+            exec_id = self.lib.graph_exec_id(ctypes.c_void_p.from_address(desc + L.GRAPHDATA_GRAPH_EXEC_OFFSET).value)
+            if exec_id is not None:
+                self.graph_execs.add(exec_id)
         except Exception:
             self.callback_errors += 1
 
@@ -210,3 +328,19 @@ class CallbackHub:
                 tids[i], stamps[i] = hit
         inverse = inverse.reshape(-1)
         return tids[inverse], stamps[inverse]
+
+
+def _write_stderr(line: str) -> None:
+    """One line on stderr (Python's, else file descriptor 2), never raising."""
+    try:
+        err = sys.stderr
+        if err is not None:
+            err.write(line + "\n")
+            err.flush()
+            return
+    except Exception:
+        pass
+    try:
+        os.write(2, (line + "\n").encode())
+    except Exception:
+        pass

@@ -75,7 +75,8 @@ class Collector:
         self.parser = BufferParser(self.kernel_stride, ts_lo=start_ts - TIMESTAMP_WINDOW_BEFORE_NS,
                                    ts_hi=start_ts + TIMESTAMP_WINDOW_AFTER_NS)
         self.parser.expect_extcorr = extcorr
-        self.joiner = Joiner(clock_offset_ns, hub.resolve_graph_nodes, graph_launch_cbids=GRAPH_LAUNCH_CBIDS)
+        self.joiner = Joiner(clock_offset_ns, hub.resolve_graph_nodes, graph_launch_cbids=GRAPH_LAUNCH_CBIDS,
+                             graph_exec_check=hub.check_graph_execs)
         self.hub = hub
         self.sink = sink
 

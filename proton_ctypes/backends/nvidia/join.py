@@ -84,10 +84,13 @@ class Joiner:
     """Builds :data:`~proton_ctypes.backends.base.KERNEL_DTYPE` batches from parsed columns."""
 
     def __init__(self, clock_offset_ns: int = 0, graph_resolver: Optional[Callable] = None,
-                 name_reader: Callable[[int], str] = None, graph_launch_cbids=()):
+                 name_reader: Callable[[int], str] = None, graph_launch_cbids=(),
+                 graph_exec_check: Optional[Callable] = None):
         #: CUPTI time minus ``time.time_ns()``; subtracted from every CUPTI timestamp.
         self.clock_offset_ns = int(clock_offset_ns)
         self.graph_resolver = graph_resolver
+        #: called with the executable-graph ids (``graphId``) of each batch's replayed kernels
+        self.graph_exec_check = graph_exec_check
         self.name_reader = name_reader or _read_c_string
         self.graph_launch_cbids = np.asarray(sorted(graph_launch_cbids), np.uint32)
         self.api = CorrTable({"corr": np.uint32, "tid": np.int64, "start": np.int64, "end": np.int64,
@@ -178,10 +181,13 @@ class Joiner:
             self._python_nodes(batch, k, found, row, single)
         node = k["graphNodeId"]
         graph = node != 0
-        if graph.any() and self.graph_resolver is not None:
-            cap_tid, cap_ns = self.graph_resolver(node[graph])
-            batch["cap_tid"][graph] = cap_tid
-            batch["cap_ns"][graph] = cap_ns
+        if graph.any():
+            if self.graph_resolver is not None:
+                cap_tid, cap_ns = self.graph_resolver(node[graph])
+                batch["cap_tid"][graph] = cap_tid
+                batch["cap_ns"][graph] = cap_ns
+            if self.graph_exec_check is not None and "graphId" in k:
+                self.graph_exec_check(k["graphId"][graph])
         if found.any():
             used = row[found]
             self.api.keep(_unused(len(self.api), used[~self.api.cols["graph"][used]]))

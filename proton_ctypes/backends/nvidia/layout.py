@@ -120,7 +120,11 @@ CALLBACK_SITE_OFFSET = 0
 CALLBACK_CORRELATION_OFFSET = 64
 #: ``CUpti_ResourceData.resourceDescriptor``.
 RESOURCE_DESCRIPTOR_OFFSET = 16
-#: ``CUpti_GraphData``: ``graph``, ``node``, ``originalNode``.
+#: ``CUpti_GraphData``: ``graph``, ``node``, ``originalNode``, ``graphExec``.
 GRAPHDATA_GRAPH_OFFSET = 0
 GRAPHDATA_NODE_OFFSET = 16
 GRAPHDATA_ORIGINAL_NODE_OFFSET = 24
+GRAPHDATA_GRAPH_EXEC_OFFSET = 48
+#: ``CUpti_NvtxData.functionParams``; ``nvtxRangePushA_params.message`` (generated_nvtx_meta.h).
+NVTXDATA_PARAMS_OFFSET = 8
+NVTX_PUSH_A_MESSAGE_OFFSET = 0

@@ -65,6 +65,12 @@ PROTOTYPES = {
     "cuptiGetSassToSourceCorrelation": [VOIDP],
     "cuptiGetCubinCrc": [VOIDP],
 }
+#: Functions used when the library has them (older CUPTI lacks them; the feature is then off):
+#: the executable-graph and graph ids of the missing-graph check (CUPTI 12.x).
+OPTIONAL_PROTOTYPES = {
+    "cuptiGetGraphExecId": [VOIDP, P(U32)],
+    "cuptiGetGraphId": [VOIDP, P(U32)],
+}
 
 # ------------------------------------------------------------------ constants (cupti_*.h, checked by layout_check.c)
 SUCCESS = 0
@@ -77,11 +83,18 @@ EXTERNAL_CORRELATION_KIND_CUSTOM0 = 3
 CB_DOMAIN_DRIVER_API = 1
 CB_DOMAIN_RUNTIME_API = 2
 CB_DOMAIN_RESOURCE = 3
+CB_DOMAIN_NVTX = 5
 CB_SITE_ENTER = 0
 
 RESOURCE_GRAPH_CREATED = 9
 RESOURCE_GRAPHNODE_CREATED = 13
+RESOURCE_GRAPHEXEC_CREATED = 18
 RESOURCE_GRAPHNODE_CLONED = 20
+
+#: NVTX callback ids (cupti_nvtx_cbid.h) of the ranges that become scopes, as Proton enables them.
+NVTX_RANGE_PUSH_A = 8
+NVTX_RANGE_POP = 11
+NVTX_CBIDS = (NVTX_RANGE_PUSH_A, NVTX_RANGE_POP)
 
 #: Driver launch callback ids kept by the deny-list (cupti_driver_cbid.h).
 DRIVER_LAUNCH_CBIDS = {
@@ -116,11 +129,15 @@ class CuptiError(RuntimeError):
 
 
 def declare(lib) -> None:
-    """Give every function of :data:`PROTOTYPES` its argtypes and an int restype (real libraries only)."""
-    for name, argtypes in PROTOTYPES.items():
-        fn = getattr(lib, name)
-        fn.argtypes = argtypes
-        fn.restype = ctypes.c_int
+    """Give every function of :data:`PROTOTYPES` (and of :data:`OPTIONAL_PROTOTYPES` the library
+    has) its argtypes and an int restype (real libraries only)."""
+    for table, required in ((PROTOTYPES, True), (OPTIONAL_PROTOTYPES, False)):
+        for name, argtypes in table.items():
+            if not required and not hasattr(lib, name):
+                continue
+            fn = getattr(lib, name)
+            fn.argtypes = argtypes
+            fn.restype = ctypes.c_int
 
 
 class CuptiLib:
@@ -137,6 +154,9 @@ class CuptiLib:
         self._push = lib.cuptiActivityPushExternalCorrelationId
         self._pop = lib.cuptiActivityPopExternalCorrelationId
         self._node_id = lib.cuptiGetGraphNodeId
+        # optional (see OPTIONAL_PROTOTYPES): None where this CUPTI lacks them
+        self._exec_id = getattr(lib, "cuptiGetGraphExecId", None)
+        self._graph_id = getattr(lib, "cuptiGetGraphId", None)
 
     # ------------------------------------------------------------------ checked calls
     def result_string(self, code: int) -> str:
@@ -271,6 +291,38 @@ class CuptiLib:
         if self._node_id(node_handle, ctypes.byref(out)) != SUCCESS:
             return None
         return int(out.value)
+
+    @property
+    def has_graph_ids(self) -> bool:
+        """Whether this CUPTI has ``cuptiGetGraphExecId`` and ``cuptiGetGraphId``."""
+        return self._exec_id is not None and self._graph_id is not None
+
+    def graph_exec_id(self, exec_handle) -> Optional[int]:
+        """``cuptiGetGraphExecId`` of a ``CUgraphExec``, None when unknown to CUPTI or unavailable."""
+        return self._small_id(self._exec_id, exec_handle)
+
+    def graph_id(self, graph_handle) -> Optional[int]:
+        """``cuptiGetGraphId`` of a ``CUgraph``, None when unknown to CUPTI or unavailable."""
+        return self._small_id(self._graph_id, graph_handle)
+
+    @staticmethod
+    def _small_id(fn, handle) -> Optional[int]:
+        if fn is None or not handle:
+            return None
+        out = U32()
+        if fn(handle, ctypes.byref(out)) != SUCCESS:
+            return None
+        return int(out.value)
+
+    def enable_nvtx_callbacks(self, subscriber) -> None:
+        """``cuptiEnableCallback(1, ..., CUPTI_CB_DOMAIN_NVTX, ...)`` for nvtxRangePushA and nvtxRangePop."""
+        for cbid in NVTX_CBIDS:
+            self.enable_callback(subscriber, CB_DOMAIN_NVTX, cbid)
+
+    def disable_nvtx_callbacks(self, subscriber) -> None:
+        """The NVTX range callbacks off again, errors ignored (teardown)."""
+        for cbid in NVTX_CBIDS:
+            self.disable_callback(subscriber, CB_DOMAIN_NVTX, cbid)
 
     # ------------------------------------------------------------------ PC sampling API
     # Each takes its ``CUpti_*Params`` structure (pcsampling_layout.py), filled by the caller.

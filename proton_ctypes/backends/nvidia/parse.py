@@ -55,6 +55,22 @@ PARSED_FIELDS = {
     L.KIND_RUNTIME: _subset(L.API_FIELDS, {"cbid", "start", "end", "threadId", "correlationId", "returnValue"}),
     L.KIND_EXTERNAL_CORRELATION: _subset(L.EXTCORR_FIELDS, {"externalKind", "externalId", "correlationId"}),
 }
+#: ``graphId`` (the executable graph of a replayed kernel) is read only for kernels with a graph
+#: node, so that ordinary kernels cost no extra gather; 0 elsewhere.
+GRAPH_ID_FIELD = next(f for f in L.KERNEL_FIELDS if f[0] == "graphId")
+
+
+def _add_graph_ids(cols: dict, read) -> None:
+    """Add the ``graphId`` column to kernel columns ``cols``: ``read(rows)`` for the rows that
+    have a graph node, zero for the rest."""
+    node = cols.get("graphNodeId")
+    if node is None:
+        return
+    rows = np.flatnonzero(node)
+    graph_ids = np.zeros(node.size, GRAPH_ID_FIELD[1])
+    if rows.size:
+        graph_ids[rows] = read(rows)
+    cols["graphId"] = graph_ids
 
 
 class BufferParser:
@@ -107,7 +123,11 @@ class BufferParser:
     # ------------------------------------------------------------------ strategies
     def _strided(self, buf, kind, n, size) -> dict:
         """Copy the needed fields of a single-kind buffer as strided columns."""
-        return {name: np.ndarray((n,), fmt, buf, off, (size,)).copy() for name, fmt, off in PARSED_FIELDS[kind]}
+        cols = {name: np.ndarray((n,), fmt, buf, off, (size,)).copy() for name, fmt, off in PARSED_FIELDS[kind]}
+        if kind == L.KIND_CONCURRENT_KERNEL:
+            _, fmt, off = GRAPH_ID_FIELD
+            _add_graph_ids(cols, lambda rows: np.ndarray((n,), fmt, buf, off, (size,))[rows])
+        return cols
 
     def _chain(self, buf, valid):
         """``{kind: slot indices}`` of the records found by the candidate chain, or None if it breaks.
@@ -181,6 +201,8 @@ class BufferParser:
             for name, fmt, off in PARSED_FIELDS[kind]:
                 col = quads[q + off // SLOT] if fmt[-1] == "8" else words[w + off // 4]
                 cols[name] = col if col.dtype == np.dtype(fmt) else col.view(fmt)
+            if kind == L.KIND_CONCURRENT_KERNEL:
+                _add_graph_ids(cols, lambda rows, w=w: words[w[rows] + GRAPH_ID_FIELD[2] // 4])
             out[kind] = cols
         return out
 
