@@ -127,9 +127,6 @@ def test_root_has_no_metrics_when_only_scopes_carry_metrics():
     assert root["metrics"] == {} and dev == {}
 
 
-@pytest.mark.xfail(strict=True, reason="product: proton_ctypes orders children by their creation in the "
-                                       "process-wide call-path trie, so an earlier session's order leaks into a "
-                                       "later file; Proton 3.9 orders them by first insertion in the session")
 def test_children_are_in_first_insertion_order_of_the_session():
     for name, order in (("s1", ("w_b", "w_a")), ("s2", ("w_a", "w_b"))):
         proton.start(name, backend="host")

@@ -16,6 +16,7 @@ context is encoded (a plain node, or a launch op of ``hook="triton"``).
 """
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -55,7 +56,7 @@ class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
 
     __slots__ = ("sessions", "phases", "flexes", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
-                 "logging", "trace", "ctx", "ext", "ext_pushed", "plans")
+                 "merged", "logging", "trace", "ctx", "ext", "ext_pushed", "plans")
 
     def __init__(self, ctx, sessions, ids, top, t0):
         self.ctx = ctx
@@ -74,7 +75,10 @@ class View:
         self.chunks = []
         self.t0 = t0
         self.t1 = None
-        self.created = set()
+        #: node -> time_ns it was first entered in this view (scopes, state children, ops)
+        self.created = {}
+        #: how many entries of ``created`` the phases already have (see merge_created)
+        self.merged = 0
         self.logging = any(s.uses_device for s in sessions)
         self.trace = any(s.data == "trace" for s in sessions)
         #: a backend attributing by external correlation ids (clock fallback), else None
@@ -153,9 +157,28 @@ class View:
         return a
 
     def merge_created(self):
-        """Publish the nodes entered in this view to each member session's phase."""
+        """Publish the nodes entered in this view to each member session's phase, each with
+        the earliest time any view saw it (children are listed in first-seen order).
+
+        Entries are only ever added to ``created``, so the ones merged before are skipped.
+        """
+        created = self.created
+        done = self.merged
+        if len(created) == done:
+            return
+        # one C-level copy: the owner thread may add entries meanwhile
+        new = list(itertools.islice(created.items(), done, None)) if done else list(created.items())
         for pd in self.phases:
-            pd.created |= self.created
+            into = pd.created
+            if not into:
+                into.update(new)
+                continue
+            get = into.get
+            for node, t in new:
+                old = get(node)
+                if old is None or t < old:
+                    into[node] = t
+        self.merged = done + len(new)
 
 
 class ThreadCtx:
@@ -179,6 +202,12 @@ class ThreadCtx:
         #: a marker of :mod:`proton_ctypes.hooks.launch` or the view of an open fast op
         self.launch = None
         #: scope id and name of the launch hook's latest op on this thread
+def first_seen(created: dict, node: int) -> None:
+    """Record ``node`` in a ``created`` dict (node -> first time_ns) unless it is there."""
+    if node not in created:
+        created[node] = time_ns()
+
+
         self.op_id = None
         self.op_name = None
 
@@ -259,7 +288,7 @@ def resync(ctx: ThreadCtx) -> None:
             v = View(ctx, tuple(members), list(ids), top, now)
             if v.ids:
                 # the open scopes exist in the new view (phase) too
-                v.created.add(v.context_node(ctx.state))
+                v.created[v.context_node(ctx.state)] = now
             v.note(_code(v, ctx.state))
             views.append(v)
             G.views_by_tid.setdefault(ctx.tid, []).append(v)

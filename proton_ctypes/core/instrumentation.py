@@ -127,14 +127,14 @@ def launch_targets(ctx, name: str):
             if s.active and getattr(s, "backend_name", None) == BACKEND:
                 if node is None:
                     node = callpath.child(v.context_node(ctx.state), name)
-                s.current.created.add(node)
+                events.first_seen(s.current.created, node)
                 out.append((s, node))
     py = [s for s in events.G.py_active if s.active and getattr(s, "backend_name", None) == BACKEND]
     if py:
         # the launching Python stack, without the hook's own frames (spec §0.3)
         node = callpath.child(recording.python_node(2 + _frames_inside_package()), name)
         for s in py:
-            s.current.created.add(node)
+            events.first_seen(s.current.created, node)
             out.append((s, node))
     return out
 

@@ -106,7 +106,8 @@ def enter(ctx, name: str, sid: int):
         v.top = node
         v.kids = callpath.kids[node]
         eff = node if st is None else callpath.child(node, st)
-        v.created.add(eff)
+        if eff not in v.created:
+            v.created[eff] = time_ns()
         v.note(eff)
         targets.append((v, eff))
         if v.trace:
@@ -119,7 +120,7 @@ def enter(ctx, name: str, sid: int):
     if G.py_active:
         node = python_node(3)
         for s in G.py_active:
-            s.current.created.add(node)
+            events.first_seen(s.current.created, node)
             targets.append((s, node))
     return targets
 
@@ -211,12 +212,12 @@ def op_prepare(ctx, name: str):
     targets = []
     for v in ctx.views:
         node = callpath.child(v.context_node(ctx.state), name)
-        v.created.add(node)
+        events.first_seen(v.created, node)
         targets.append((v, node))
     if G.py_active:
         node = callpath.child(python_node(2), name)
         for s in G.py_active:
-            s.current.created.add(node)
+            events.first_seen(s.current.created, node)
             targets.append((s, node))
     return targets
 

@@ -68,7 +68,8 @@ def _push(ctx, v, sid: int, name: str) -> int:
     st = ctx.state
     if st is not None:
         node = _child(node, st)
-    v.created.add(node)
+    if node not in v.created:
+        v.created[node] = _time_ns()
     if v.logging:
         log = v.log
         log.append(_time_ns())
@@ -180,7 +181,8 @@ class scope:
         st = ctx.state
         if st is not None:
             node = _child(node, st)
-        v.created.add(node)
+        if node not in v.created:
+            v.created[node] = _time_ns()
         if v.logging:
             log = v.log
             log.append(_time_ns())

@@ -21,16 +21,17 @@ class PhaseData:
                  "complete", "cleared")
 
     def __init__(self):
-        #: nodes entered (scopes, their state children); ancestors are implied
-        self.created: set = set()
+        #: node -> time_ns the phase first saw it entered (scopes, their state children, ops;
+        #: ancestors are implied): Proton lists children in that order
+        self.created: dict = {}
         #: node -> {stored metric name: [is_property, type, value]}
         self.flex: dict = {}
         #: kernel node -> launch count / summed duration ns / last device index
         self.kcount: dict = {}
         self.ktime: dict = {}
         self.kdevice: dict = {}
-        #: nodes that are kernels (their metrics come from the backend)
-        self.kernel_nodes: set = set()
+        #: kernel node -> its first launch time_ns (its metrics come from the backend)
+        self.kernel_nodes: dict = {}
         #: data="trace": list of events (see tree.trace)
         self.trace: list = []
         #: device indices that ran kernels in this phase

@@ -232,7 +232,8 @@ class LaunchHook(Hook):
                     plain[k] = val
             elif val is not None and k not in _RESERVED and LaunchHook._is_supported_metric_value(val):
                 return False
-        v.created.add(node)
+        if node not in v.created:
+            v.created[node] = time_ns()
         if plain:
             tmetrics.add(v.flexes, node, plain)
         v.plans[node] = tmetrics.plan(v.flexes, node, lazy, _RESERVED)

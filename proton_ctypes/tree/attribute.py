@@ -140,6 +140,9 @@ def _add_tree(session, rows, knodes, phase):
     times = np.bincount(inv, weights=dur, minlength=len(uniq))
     last = np.zeros(len(uniq), dtype=np.int64)
     last[inv] = np.arange(len(inv))
+    first_launch = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_launch, inv, rows["launch_ns"].astype(np.int64))
+    first_launch = first_launch.tolist()
     devices = rows["device"]
     for j, key in enumerate(uniq.tolist()):
         pd = session.phases.get(key // span)
@@ -150,7 +153,9 @@ def _add_tree(session, rows, knodes, phase):
         pd.ktime[node] = pd.ktime.get(node, 0) + int(round(times[j]))
         dev = int(devices[last[j]])
         pd.kdevice[node] = dev
-        pd.kernel_nodes.add(node)
+        seen = pd.kernel_nodes.get(node)
+        if seen is None or first_launch[j] < seen:
+            pd.kernel_nodes[node] = first_launch[j]  # Proton inserts the node at launch
         pd.devices.add(dev)
 
 

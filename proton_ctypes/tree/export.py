@@ -1,7 +1,8 @@
 """Turn one phase of one session into Proton's nested tree (the hatchet layout).
 
 The nodes of a phase are the nodes it entered, the nodes holding user metrics and the
-kernel nodes, plus all their ancestors.  Children keep first-creation order (3.9).
+kernel nodes, plus all their ancestors.  Children are listed in the order the phase first
+saw them (3.9's per-session, per-phase insertion order), see :func:`node_set`.
 """
 from __future__ import annotations
 
@@ -9,16 +10,31 @@ from . import callpath
 from . import metrics as tmetrics
 
 
-def node_set(pd) -> set:
-    """Every node of the phase, ancestors included."""
-    nodes = set()
+def node_set(pd) -> dict:
+    """Every node of the phase, ancestors included, in the order the phase first saw them
+    (a dict used as an ordered set; an ancestor comes right before its first descendant).
+
+    Proton lists children in the order they were inserted into *that* session's tree of
+    that phase (the trie's node ids are process-wide): entered nodes at their first entry,
+    kernel nodes at their first launch (``pd.created``, ``pd.kernel_nodes``: node -> time),
+    then nodes holding only metrics (instrumentation scopes, PC samples) in the order the
+    metrics were added.
+    """
+    seen = dict(pd.created)
+    for n, t in pd.kernel_nodes.items():
+        old = seen.get(n)
+        if old is None or t < old:
+            seen[n] = t
+    nodes = {callpath.ROOT: None}
     parent = callpath.parent
-    for src in (pd.created, pd.flex.keys(), pd.kernel_nodes):
+    chain = []
+    for src in (sorted(seen, key=seen.__getitem__), pd.flex):
         for n in src:
             while n >= 0 and n not in nodes:
-                nodes.add(n)
+                chain.append(n)
                 n = parent[n]
-    nodes.add(callpath.ROOT)
+            while chain:
+                nodes[chain.pop()] = None
     return nodes
 
 
@@ -94,9 +110,10 @@ def build_tree(pd, device_type: str) -> dict:
     """The nested ``{"children", "frame", "metrics"}`` dict of the phase, rooted at ROOT."""
     nodes = node_set(pd)
     children = {}
-    for n in sorted(nodes):
+    parent = callpath.parent
+    for n in nodes:  # first-seen order: each child list is in insertion order, as in Proton
         if n != callpath.ROOT:
-            children.setdefault(callpath.parent[n], []).append(n)
+            children.setdefault(parent[n], []).append(n)
     name = callpath.name
 
     def make(n):

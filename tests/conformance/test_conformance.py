@@ -42,8 +42,6 @@ REASON = _oracle_available()
 #: not deliberate differences: those are normalised in normalize.DEVIATIONS).  Strict: a fix
 #: makes the test XPASS, and the entry must go.
 KNOWN = {
-    "children_order_per_session": "children are ordered by the process-wide call-path trie, not by first "
-                                  "insertion in the session",
     "msgpack_nan_and_infinities": "NaN and infinities are written as msgpack nil instead of float64",
     "trace_vector_of_doubles": "vector<double> metrics in a trace are printed with %f instead of shortest form",
     "trace_phases_and_threads": "trace thread ids are numbered afresh in each phase instead of once per session",
