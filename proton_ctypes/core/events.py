@@ -202,14 +202,14 @@ class ThreadCtx:
         #: a marker of :mod:`proton_ctypes.hooks.launch` or the view of an open fast op
         self.launch = None
         #: scope id and name of the launch hook's latest op on this thread
+        self.op_id = None
+        self.op_name = None
+
+
 def first_seen(created: dict, node: int) -> None:
     """Record ``node`` in a ``created`` dict (node -> first time_ns) unless it is there."""
     if node not in created:
         created[node] = time_ns()
-
-
-        self.op_id = None
-        self.op_name = None
 
 
 def thread_ctx() -> ThreadCtx:
