@@ -196,8 +196,6 @@ def test_an_empty_trace_is_the_display_unit_and_no_events():
     assert open("te.chrome_trace").read().strip() == '{"displayTimeUnit":"us","traceEvents":[]}'
 
 
-@pytest.mark.xfail(strict=True, reason="product: Proton 3.9 ends a .chrome_trace with a newline; proton_ctypes "
-                                       "does not")
 def test_a_trace_file_ends_with_a_newline():
     proton.start("te", backend="host", data="trace")
     proton.finalize()
@@ -282,8 +280,6 @@ def test_trace_thread_ids_restart_at_zero_in_each_session():
     assert [(e["tid"], e["name"]) for e in trace_events("tr2")[1]] == [(0, "t2"), (1, "m2")]
 
 
-@pytest.mark.xfail(strict=True, reason="product: proton_ctypes prints the doubles of a vector metric with %f "
-                                       "([1.500000,2.500000]); Proton 3.9 in shortest form ([1.5,2.5])")
 def test_trace_vector_of_doubles_is_printed_in_shortest_form():
     proton.start("tr", backend="host", data="trace")
     with proton.scope("main", {"d": 0.5, "v": [1.5, 2.5]}):
@@ -294,8 +290,6 @@ def test_trace_vector_of_doubles_is_printed_in_shortest_form():
     assert ev["name"] == "main: <d, 0.500000>, <v, [1.5,2.5]>"
 
 
-@pytest.mark.xfail(strict=True, reason="product: proton_ctypes numbers the threads of a trace afresh in each "
-                                       "phase; Proton 3.9 keeps one numbering per session")
 def test_trace_thread_ids_are_kept_across_phases():
     s = proton.start("tp", backend="host", data="trace")
     t = threading.Thread(target=lambda: proton.scope("t1").__enter__().__exit__(None, None, None))

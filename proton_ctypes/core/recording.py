@@ -117,11 +117,18 @@ def enter(ctx, name: str, sid: int):
             for s in v.sessions:
                 if s.data == "trace":
                     rec[1][s.id] = eff
+                    s.trace_thread(threading.get_ident(), ctx.tid)
     if G.py_active:
         node = python_node(3)
         for s in G.py_active:
             events.first_seen(s.current.created, node)
             targets.append((s, node))
+            if s.data == "trace":
+                rec = ctx.open_trace.get(sid)
+                if rec is None:
+                    rec = ctx.open_trace[sid] = [time_ns(), {}, {}, name]
+                rec[1][s.id] = node
+                s.trace_thread(threading.get_ident(), ctx.tid)
     return targets
 
 
@@ -152,7 +159,7 @@ def _emit_trace_scope(ctx, sid, rec):
         s = G.sessions.get(s_id)
         if s is None or not s.active:
             continue
-        s.current.trace.append(("scope", ctx.tid, t0, t1, node, sid, dict(raw)))
+        s.current.trace.append(("scope", s.trace_native.get(ctx.tid, 0), t0, t1, node, sid, dict(raw)))
 
 
 def session_targets(targets):

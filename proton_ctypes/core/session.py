@@ -69,6 +69,12 @@ class Session:
         self.phases = {0: PhaseData()}
         #: the current phase's data (kept in step with ``phase``)
         self.cur = self.phases[0]
+        #: data="trace": the threads' numbers in the trace (3.9: in order of each thread's
+        #: first scope or launch in the session, kept across phases), by pthread id (a
+        #: thread reusing a finished thread's id gets its number, as in libproton) and
+        #: by native id (kernel records name the launching thread so)
+        self.trace_threads = {}
+        self.trace_native = {}
         self.lock = threading.RLock()
 
     # -- activity ---------------------------------------------------------------------
@@ -100,6 +106,22 @@ class Session:
         self.phase_t.append(time.time_ns())
         self.cur = self.phases[self.phase] = PhaseData()
         return self.phase
+
+    def trace_thread(self, ident: int, native: int) -> int:
+        """The trace number of the calling thread (``threading.get_ident()``, native id)."""
+        num = self.trace_threads.get(ident)
+        if num is None:
+            num = self.trace_threads[ident] = len(self.trace_threads)
+        self.trace_native[native] = num
+        return num
+
+    def trace_launcher(self, native: int) -> int:
+        """The trace number of a launching thread known by its native id; a thread not seen
+        in a scope yet is numbered now."""
+        num = self.trace_native.get(native)
+        if num is None:
+            num = self.trace_native[native] = self.trace_threads[("native", native)] = len(self.trace_threads)
+        return num
 
     @property
     def uses_device(self) -> bool:

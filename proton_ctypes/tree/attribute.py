@@ -159,13 +159,29 @@ def _add_tree(session, rows, knodes, phase):
         pd.devices.add(dev)
 
 
+def _trace_lanes(session, rows):
+    """The session's trace number of each row's launching thread (-1: unknown); a thread
+    seen for the first time gets the next number, in order of first launch."""
+    tids = rows["tid"].astype(np.int64)
+    uniq, first = np.unique(tids, return_index=True)
+    table = {}
+    for i in np.argsort(first, kind="stable").tolist():
+        tid = int(uniq[i])
+        table[tid] = session.trace_launcher(tid) if tid >= 0 else -1
+    if len(uniq) == 1:
+        return np.full(len(tids), table[int(uniq[0])], dtype=np.int64)
+    return np.array([table[t] for t in tids.tolist()], dtype=np.int64)
+
+
 def _add_trace(session, rows, knodes, phase):
+    lanes = _trace_lanes(session, rows)
     for p in np.unique(phase):
         pd = session.phases.get(int(p))
         if pd is None:
             continue
         m = phase == p
         sub = rows[m]
+        # start, end, stream, device, node, launch time, the launching thread's trace number
         pd.trace.append(("kernels", sub["start_ns"].copy(), sub["end_ns"].copy(), sub["stream"].copy(),
-                         sub["device"].copy(), knodes[m].copy()))
+                         sub["device"].copy(), knodes[m].copy(), sub["launch_ns"].copy(), lanes[m]))
         pd.devices.update(int(d) for d in np.unique(sub["device"]))

@@ -1,13 +1,36 @@
 """The ``chrome_trace`` format for ``data="trace"`` (compact JSON, Perfetto/chrome://tracing).
 
-Scope events: one complete event per scope instance, ``cat`` ``"scope"`` (or ``"metric"``
-when the scope carried metrics, named ``"<leaf>: <k, v>, ..."`` with string values),
-lanes ``pid`` 0 / ``tid`` = per-session dense thread number.  Kernel events: ``cat``
-``"kernel"``, lane ``pid`` = device, ``tid`` = stream, ``args.call_stack`` = the path.
-``ts`` are microseconds after ``baseTimeNanoseconds`` (the earliest event); events are
-ordered by lane, then start time.  Keys are sorted, separators compact, exactly as
-``json.dumps(..., separators=(",", ":"), sort_keys=True)`` would write them; the event
-text is assembled from cached per-node fragments because a trace may hold millions.
+The layout is libproton 3.9's (``TraceData::dumpChromeTrace``); the text is what its JSON
+library writes: keys sorted, no spaces, non-ASCII characters as UTF-8, one ``\\n`` at the end.
+
+* **No kernels** (host-only): ``{"baseTimeNanoseconds", "displayTimeUnit": "us",
+  "traceEvents"}`` with one complete event per CPU scope instance (below); no scopes at
+  all: ``{"displayTimeUnit":"us","traceEvents":[]}``.
+* **Kernels**: first the lane metadata (``ph`` ``"M"``): ``process_name`` ``"Trace"`` and
+  ``process_sort_index`` 0, then ``thread_name``/``thread_sort_index`` for every lane:
+  ``CPU Thread N`` (tid ``N``, threads with scope events), ``Graph: Stream S`` (tid
+  ``100000 + S``, streams with graph scope events), ``GPU Stream S`` (tid ``200000 + S``).
+  Then the CPU scope events, the graph scope events, the ``launch->kernel`` flow events
+  and the kernel events.
+
+CPU scope events: ``cat`` ``"scope"`` (``"metric"`` when the scope carried metrics, named
+``"<leaf>: <k, v>, ..."`` with the values as strings), ``args`` ``call_stack`` (ROOT
+first) and ``scope_id``; ``tid`` the session's thread number (0, 1, ... in order of each
+thread's first event in the session); ordered by thread, then start.  Kernel events:
+``cat`` ``"kernel"``, named by the kernel (``<metric>`` for metric kernels), ``args``
+``call_stack`` and, unless replayed from a captured CUDA graph, an empty ``metrics``;
+ordered by stream, then start.  A kernel replayed from a graph captured while profiling
+(a ``<captured_at>`` frame in its path) also draws, on its stream's graph lane, the
+captured scopes around it (``cat`` ``"scope"``, no ``args``), rebuilt from consecutive
+kernels as libproton's ``reconstructGraphScopeEvents`` does.  Flow events join the
+innermost CPU scope open on the launching thread at launch (``ph`` ``"s"``, at the scope's
+start) to the kernel (``ph`` ``"f"``, at the kernel's start); ``id`` is that scope's event
+number in the phase (scopes entered and launches, in time order); one flow per graph launch
+and stream.  All ``pid`` 0; ``ts`` in microseconds after ``baseTimeNanoseconds``, the
+earliest scope or kernel start.
+
+The event text is assembled from cached per-node fragments because a trace may hold
+millions of events.
 """
 from __future__ import annotations
 
@@ -19,25 +42,66 @@ from . import cycle_trace
 from ..tree import callpath
 from ..tree import metrics as tmetrics
 
-_dumps = json.dumps
+#: lane (``tid``) bases of libproton's trace writer
+CPU_LANE, GRAPH_LANE, GPU_LANE = 0, 100000, 200000
+#: frame libproton names metric kernels by, and the frame above a graph's captured path
+METRIC_FRAME = "<metric>"
+CAPTURED_AT = callpath.CAPTURED_AT
+
+_EMPTY = '{"displayTimeUnit":"us","traceEvents":[]}\n'
 
 
-def _stack_json(cache, node):
-    s = cache.get(node)
-    if s is None:
-        path = callpath.path(node)
-        s = cache[node] = (_dumps(path, separators=(",", ":")), _dumps(path[-1]))
-    return s
+def _dumps(obj) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def _scope_body(ev, cache):
-    """Everything of a scope event but dur/pid/tid/ts, as a JSON fragment (leading part)."""
-    _kind, _tid, _t0, _t1, node, sid, raw = ev
-    stack, leaf = _stack_json(cache, node)
+def _num(x: float) -> str:
+    """A double as nlohmann::json writes it: Python's shortest repr, except that 1e15 <= |x|
+    < 1e16 is already written with an exponent there."""
+    r = repr(x)
+    if "e" in r or not 1e15 <= abs(x) < 1e16:
+        return r
+    sign = "-" if r[0] == "-" else ""
+    digits = r.lstrip("-").replace(".", "").rstrip("0") or "0"
+    return f"{sign}{digits[0]}{'.' + digits[1:] if len(digits) > 1 else ''}e+15"
+
+
+def _vector_element(x) -> str:
+    """One element of a vector metric as C++'s ``ostream <<`` prints it (``%g`` for doubles)."""
+    return "%g" % x if isinstance(x, float) else str(x)
+
+
+def _metric_string(vt: int, value) -> str:
+    """A stored metric value as libproton's ``formatFlexibleMetricValue``: ``std::to_string``
+    for scalars (``%f`` doubles), ``[a,b]`` of ``ostream <<`` elements for vectors."""
+    if vt == tmetrics.INT:
+        return str(value)
+    if vt == tmetrics.DOUBLE:
+        return "%f" % value
+    return "[" + ",".join(_vector_element(x) for x in value) + "]"
+
+
+class _Cache:
+    """Per-node JSON fragments: ``(call stack, leaf name)``."""
+
+    def __init__(self):
+        self.stacks = {}
+
+    def stack(self, node):
+        s = self.stacks.get(node)
+        if s is None:
+            path = callpath.path(node)
+            s = self.stacks[node] = (_dumps(path), _dumps(path[-1]))
+        return s
+
+
+def _scope_head(ev, cache):
+    """``(text up to "dur":, name)`` of a CPU scope event."""
+    _kind, _lane, _t0, _t1, node, sid, raw = ev
+    stack, leaf = cache.stack(node)
     if raw:
-        items = sorted(raw.items())
-        strs = [(k, tmetrics.trace_string(vt, val)) for k, (vt, val) in items]
-        metrics = _dumps(dict(strs), separators=(",", ":"))
+        strs = [(k, _metric_string(vt, val)) for k, (vt, val) in sorted(raw.items())]
+        metrics = _dumps(dict(strs))
         name = _dumps(json.loads(leaf) + ": " + ", ".join(f"<{k}, {v}>" for k, v in strs))
         return (f'{{"args":{{"call_stack":{stack},"metrics":{metrics},"scope_id":{sid}}},"cat":"metric",'
                 f'"dur":'), name
@@ -55,50 +119,228 @@ def dumps(pd) -> str:
     # libproton's cycle trace, and only that
     cycles = [e for e in pd.trace if e[0] == "cycles"]
     if cycles:
-        return cycle_trace.dumps(cycles)
-    cache = {}
+        return cycle_trace.dumps(cycles) + "\n"
     scopes = [e for e in pd.trace if e[0] == "scope"]
     kern = [e for e in pd.trace if e[0] == "kernels"]
-    # scope lanes: dense per-session thread numbers in order of first event
-    lanes = {}
-    for ev in sorted(scopes, key=lambda e: e[2]):
-        lanes.setdefault(ev[1], len(lanes))
-    n_s = len(scopes)
-    k_start = np.concatenate([e[1] for e in kern]) if kern else np.zeros(0, np.int64)
-    k_end = np.concatenate([e[2] for e in kern]) if kern else np.zeros(0, np.int64)
-    k_stream = np.concatenate([e[3] for e in kern]).astype(np.int64) if kern else np.zeros(0, np.int64)
-    k_dev = np.concatenate([e[4] for e in kern]).astype(np.int64) if kern else np.zeros(0, np.int64)
-    k_node = np.concatenate([e[5] for e in kern]) if kern else np.zeros(0, np.int64)
+    kernels = _Kernels(kern) if kern else None
+    if kernels is not None and len(kernels.start) == 0:
+        kernels = None
+    if not scopes and kernels is None:
+        return _EMPTY
+    cache = _Cache()
+    s_lane = np.array([e[1] for e in scopes], dtype=np.int64)
     s_start = np.array([e[2] for e in scopes], dtype=np.int64)
     s_end = np.array([e[3] for e in scopes], dtype=np.int64)
-    s_lane = np.array([lanes[e[1]] for e in scopes], dtype=np.int64)
-    group = np.concatenate([np.zeros(n_s, np.int64), 1 + k_dev])
-    lane = np.concatenate([s_lane, k_stream])
-    start = np.concatenate([s_start, k_start])
-    end = np.concatenate([s_end, k_end])
-    base = int(start.min()) if len(start) else 0
-    order = np.lexsort((start, lane, group))
-    ts = ((start - base) / 1000).tolist()
-    dur = ((end - start) / 1000).tolist()
-    lane_l = lane.tolist()
+    base = int(s_start.min()) if len(scopes) else None
+    if kernels is not None:
+        k0 = int(kernels.start.min())
+        base = k0 if base is None else min(base, k0)
+    scope_order = np.lexsort((s_start, s_lane)).tolist()
     out = []
+    if kernels is None:
+        _cpu_events(out, scopes, scope_order, s_start, s_end, base, cache)
+    else:
+        graph = _graph_scopes(kernels, cache)
+        _lane_metadata(out, sorted(set(s_lane.tolist())), sorted(graph), kernels.streams)
+        _cpu_events(out, scopes, scope_order, s_start, s_end, base, cache)
+        _graph_events(out, graph, base)
+        _flows_and_kernels(out, kernels, scopes, s_lane, s_start, s_end, base, cache)
+    return f'{{"baseTimeNanoseconds":{base},"displayTimeUnit":"us","traceEvents":[{",".join(out)}]}}\n'
+
+
+def _fmt_for(values) -> callable:
+    """``repr``, or :func:`_num` when some value reaches 1e15 (µs: decades)."""
+    return _num if values and max(abs(v) for v in values) >= 1e15 else repr
+
+
+def _cpu_events(out, scopes, order, s_start, s_end, base, cache) -> None:
+    ts = ((s_start - base) / 1000).tolist()
+    dur = ((s_end - s_start) / 1000).tolist()
+    fmt = _fmt_for(ts + dur)
     append = out.append
-    kbody = {}
-    k_dev_l = k_dev.tolist()
-    k_node_l = k_node.tolist()
-    for i in order.tolist():
-        if i < n_s:
-            head, name = _scope_body(scopes[i], cache)
-            append(f'{head}{dur[i]!r},"name":{name},"ph":"X","pid":0,"tid":{lane_l[i]},"ts":{ts[i]!r}}}')
+    for i in order:
+        ev = scopes[i]
+        head, name = _scope_head(ev, cache)
+        append(f'{head}{fmt(dur[i])},"name":{name},"ph":"X","pid":0,"tid":{CPU_LANE + ev[1]},"ts":{fmt(ts[i])}}}')
+
+
+def _lane_metadata(out, cpu_lanes, graph_streams, gpu_streams) -> None:
+    append = out.append
+    append('{"args":{"name":"Trace"},"name":"process_name","ph":"M","pid":0,"tid":0}')
+    append('{"args":{"sort_index":0},"name":"process_sort_index","ph":"M","pid":0,"tid":0}')
+    for label, base, ids in (("CPU Thread", CPU_LANE, cpu_lanes), ("Graph: Stream", GRAPH_LANE, graph_streams),
+                             ("GPU Stream", GPU_LANE, gpu_streams)):
+        for i in ids:
+            tid = base + i
+            append(f'{{"args":{{"name":{_dumps(f"{label} {i}")}}},"name":"thread_name","ph":"M","pid":0,"tid":{tid}}}')
+            append(f'{{"args":{{"sort_index":{tid}}},"name":"thread_sort_index","ph":"M","pid":0,"tid":{tid}}}')
+
+
+class _Kernels:
+    """Every kernel record of the phase, ordered by stream, then start (libproton's order)."""
+
+    def __init__(self, recs):
+        cat = np.concatenate
+        start = cat([r[1] for r in recs]).astype(np.int64)
+        stream = cat([r[3] for r in recs]).astype(np.int64)
+        order = np.lexsort((start, stream))
+        self.start = start[order]
+        self.end = cat([r[2] for r in recs]).astype(np.int64)[order]
+        self.stream = stream[order]
+        self.node = cat([r[5] for r in recs]).astype(np.int64)[order]
+        n = len(order)
+        # launch time and the session's number of the launching thread (-1: unknown)
+        self.launch = cat([r[6] if len(r) > 6 else np.zeros(len(r[1]), np.int64) for r in recs])[order]
+        self.lane = cat([r[7] if len(r) > 7 else np.full(len(r[1]), -1, np.int64) for r in recs])[order]
+        self.streams = sorted(set(self.stream.tolist()))
+        self.n = n
+
+
+def _graph_info(node, cache, memo):
+    """``(graph-linked, graph contexts or None)`` of a kernel node (see :func:`_graph_scopes`)."""
+    info = memo.get(node)
+    if info is None:
+        frames = callpath.path(node)
+        if CAPTURED_AT not in frames:
+            info = (False, None)
         else:
-            j = i - n_s
-            node = k_node_l[j]
-            head = kbody.get(node)
-            if head is None:
-                stack, leaf = _stack_json(cache, node)
-                head = kbody[node] = (f'{{"args":{{"call_stack":{stack}}},"cat":"kernel","dur":', leaf)
-            append(f'{head[0]}{dur[i]!r},"name":{head[1]},"ph":"X","pid":{k_dev_l[j]},"tid":{lane_l[i]},'
-                   f'"ts":{ts[i]!r}}}')
-    if not out:  # 3.9 writes no base time for an empty trace
-        return '{"displayTimeUnit":"us","traceEvents":[]}'
-    return f'{{"baseTimeNanoseconds":{base},"displayTimeUnit":"us","traceEvents":[{",".join(out)}]}}'
+            ctx = []
+            seen = False
+            for f in frames:
+                if f == METRIC_FRAME or f == callpath.METADATA_FRAME:
+                    ctx = None  # a metric or metadata kernel: no graph scope
+                    break
+                if f == CAPTURED_AT:
+                    seen = True
+                if seen:
+                    ctx.append(f)
+            info = (True, ctx[:-1] if ctx is not None else None)
+        memo[node] = info
+    return info
+
+
+def _graph_scopes(k: _Kernels, cache) -> dict:
+    """stream -> ``[(name, start, end), ...]``: the captured scopes around graph-replayed
+    kernels, rebuilt per stream from consecutive kernels (libproton's
+    ``reconstructGraphScopeEvents``: a scope opens at the first kernel under it and closes
+    at the latest end before the first kernel outside it)."""
+    memo = {}
+    linked = np.zeros(k.n, dtype=bool)
+    out = {}
+    node_l, start_l, end_l, stream_l = k.node.tolist(), k.start.tolist(), k.end.tolist(), k.stream.tolist()
+    open_by_stream = {}
+    last_end = {}
+    for i in range(k.n):
+        is_graph, ctx = _graph_info(node_l[i], cache, memo)
+        if not is_graph:
+            continue
+        linked[i] = True
+        if ctx is None:
+            continue
+        s = stream_l[i]
+        opened = open_by_stream.setdefault(s, [])
+        last = last_end.get(s, 0)
+        t0 = start_l[i]
+        if not opened:
+            opened.extend([name, t0] for name in ctx)
+        else:
+            common = 0
+            while common < len(opened) and common < len(ctx) and opened[common][0] == ctx[common]:
+                common += 1
+            events = out.setdefault(s, [])
+            for name, t in reversed(opened[common:]):
+                events.append((name, t, last))
+            del opened[common:]
+            opened.extend([name, t0] for name in ctx[common:])
+        last_end[s] = max(last, end_l[i])
+    for s, opened in open_by_stream.items():
+        if opened:
+            events = out.setdefault(s, [])
+            for name, t in opened:
+                events.append((name, t, last_end[s]))
+    k.linked = linked
+    return dict(sorted(out.items()))
+
+
+def _graph_events(out, graph, base) -> None:
+    append = out.append
+    for s, events in graph.items():
+        tid = GRAPH_LANE + s
+        for name, t0, t1 in events:
+            append(f'{{"cat":"scope","dur":{_num((t1 - t0) / 1000)},"name":{_dumps(name)},"ph":"X","pid":0,'
+                   f'"tid":{tid},"ts":{_num((t0 - base) / 1000)}}}')
+
+
+def _launch_scopes(k: _Kernels, scopes, s_lane, s_start, s_end):
+    """Per kernel, the index of the innermost CPU scope open on its launching thread at its
+    launch (-1: none), and each scope's event number in the phase."""
+    n_s = len(scopes)
+    # event numbers: scope entries and distinct launches, in time order (libproton numbers
+    # every scope entered and every launch op of the phase)
+    launches = np.unique(np.stack([k.lane, k.launch]), axis=1) if k.n else np.zeros((2, 0), np.int64)
+    times = np.concatenate([s_start, launches[1]])
+    rank = np.empty(len(times), dtype=np.int64)
+    rank[np.argsort(times, kind="stable")] = np.arange(len(times))
+    event_id = rank[:n_s]
+    found = np.full(k.n, -1, dtype=np.int64)
+    for lane in set(k.lane.tolist()):
+        if lane < 0:
+            continue
+        idx = np.nonzero(s_lane == lane)[0]
+        if not len(idx):
+            continue
+        # the innermost open scope as a step function of time: points sorted, exits first
+        pts = sorted([(int(s_start[i]), 1, int(i)) for i in idx] + [(int(s_end[i]), 0, int(i)) for i in idx])
+        times_l, inner = [], []
+        stack = []
+        for t, is_enter, i in pts:
+            if is_enter:
+                stack.append(i)
+            else:
+                stack.remove(i)
+            times_l.append(t)
+            inner.append(stack[-1] if stack else -1)
+        sel = np.nonzero(k.lane == lane)[0]
+        pos = np.searchsorted(np.asarray(times_l, dtype=np.int64), k.launch[sel], side="right") - 1
+        inner_a = np.asarray(inner, dtype=np.int64)
+        found[sel] = np.where(pos >= 0, inner_a[np.maximum(pos, 0)], -1)
+    return found, event_id
+
+
+def _flows_and_kernels(out, k: _Kernels, scopes, s_lane, s_start, s_end, base, cache) -> None:
+    found, event_id = _launch_scopes(k, scopes, s_lane, s_start, s_end)
+    ts = ((k.start - base) / 1000).tolist()
+    dur = ((k.end - k.start) / 1000).tolist()
+    s_ts = ((s_start - base) / 1000).tolist()
+    fmt = _fmt_for(ts + dur)
+    stream_l, node_l, found_l = k.stream.tolist(), k.node.tolist(), found.tolist()
+    linked = k.linked.tolist()
+    event_l = event_id.tolist()
+    append = out.append
+    prev_stream, prev_launch = None, None
+    for i in range(k.n):
+        s = stream_l[i]
+        if s != prev_stream:
+            prev_stream, prev_launch = s, None
+        j = found_l[i]
+        if j < 0:
+            continue
+        eid = event_l[j]
+        if linked[i] and eid == prev_launch:
+            continue  # one flow per graph launch on a stream
+        append(f'{{"bp":"e","cat":"flow","id":{eid},"name":"launch->kernel","ph":"s","pid":0,'
+               f'"tid":{CPU_LANE + scopes[j][1]},"ts":{fmt(s_ts[j])}}}')
+        append(f'{{"bp":"e","cat":"flow","id":{eid},"name":"launch->kernel","ph":"f","pid":0,'
+               f'"tid":{GPU_LANE + s},"ts":{fmt(ts[i])}}}')
+        prev_launch = eid
+    heads = {}
+    for i in range(k.n):
+        node = node_l[i]
+        key = (node, linked[i])
+        head = heads.get(key)
+        if head is None:
+            stack, leaf = cache.stack(node)
+            metrics = "" if linked[i] else ',"metrics":{}'
+            head = heads[key] = (f'{{"args":{{"call_stack":{stack}{metrics}}},"cat":"kernel","dur":', leaf)
+        append(f'{head[0]}{fmt(dur[i])},"name":{head[1]},"ph":"X","pid":0,"tid":{GPU_LANE + stream_l[i]},'
+               f'"ts":{fmt(ts[i])}}}')

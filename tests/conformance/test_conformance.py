@@ -43,8 +43,6 @@ REASON = _oracle_available()
 #: makes the test XPASS, and the entry must go.
 KNOWN = {
     "msgpack_nan_and_infinities": "NaN and infinities are written as msgpack nil instead of float64",
-    "trace_vector_of_doubles": "vector<double> metrics in a trace are printed with %f instead of shortest form",
-    "trace_phases_and_threads": "trace thread ids are numbered afresh in each phase instead of once per session",
 }
 
 
