@@ -361,6 +361,29 @@ def test_two_kernels_in_one_scope_share_the_flow_id(mock, tmp_path):
     assert flows[0]["id"] == 1  # scope "a" is event 0 of the phase, "s" event 1
 
 
+def test_flow_starts_at_the_enclosing_scope_after_a_closed_child(mock, tmp_path):
+    proton.start(str(tmp_path / "t"), data="trace", backend="mock")
+    with proton.scope("a"):
+        with proton.scope("b"):
+            with proton.scope("c"):
+                pass
+        mock.launch("k")
+    mock.flush()
+    proton.finalize()
+    evs = _events(tmp_path / "t.chrome_trace")
+    a = next(e for e in _by_cat(evs, "scope") if e["name"] == "a")
+    (start,) = [f for f in _by_cat(evs, "flow") if f["ph"] == "s"]
+    assert start["ts"] == a["ts"] and start["id"] == 0
+
+
+def test_innermost_interval():
+    import numpy as np
+    starts = np.array([0, 10, 20, 40, 60])
+    ends = np.array([100, 50, 30, 45, 70])
+    times = np.array([5, 15, 25, 35, 42, 55, 65, 150, -1])
+    assert chrome_trace._innermost(starts, ends, times).tolist() == [0, 1, 2, 1, 3, 0, 4, -1, -1]
+
+
 def test_kernel_thread_without_scopes_has_a_number_but_no_lane(mock, tmp_path):
     proton.start(str(tmp_path / "t"), data="trace", backend="mock")
 

@@ -148,20 +148,21 @@ def dumps(pd) -> str:
     return f'{{"baseTimeNanoseconds":{base},"displayTimeUnit":"us","traceEvents":[{",".join(out)}]}}\n'
 
 
-def _fmt_for(values) -> callable:
-    """``repr``, or :func:`_num` when some value reaches 1e15 (µs: decades)."""
-    return _num if values and max(abs(v) for v in values) >= 1e15 else repr
+def _texts(us: np.ndarray) -> list:
+    """Microsecond values (float64 array) as the JSON writer prints them, one string each
+    (``repr`` through ``map``: no Python frame per value)."""
+    fmt = _num if len(us) and float(np.abs(us).max()) >= 1e15 else repr
+    return list(map(fmt, us.tolist()))
 
 
 def _cpu_events(out, scopes, order, s_start, s_end, base, cache) -> None:
-    ts = ((s_start - base) / 1000).tolist()
-    dur = ((s_end - s_start) / 1000).tolist()
-    fmt = _fmt_for(ts + dur)
+    ts = _texts((s_start - base) / 1000)
+    dur = _texts((s_end - s_start) / 1000)
     append = out.append
     for i in order:
         ev = scopes[i]
         head, name = _scope_head(ev, cache)
-        append(f'{head}{fmt(dur[i])},"name":{name},"ph":"X","pid":0,"tid":{CPU_LANE + ev[1]},"ts":{fmt(ts[i])}}}')
+        append(f'{head}{dur[i]},"name":{name},"ph":"X","pid":0,"tid":{CPU_LANE + ev[1]},"ts":{ts[i]}}}')
 
 
 def _lane_metadata(out, cpu_lanes, graph_streams, gpu_streams) -> None:
@@ -223,18 +224,20 @@ def _graph_scopes(k: _Kernels, cache) -> dict:
     """stream -> ``[(name, start, end), ...]``: the captured scopes around graph-replayed
     kernels, rebuilt per stream from consecutive kernels (libproton's
     ``reconstructGraphScopeEvents``: a scope opens at the first kernel under it and closes
-    at the latest end before the first kernel outside it)."""
+    at the latest end before the first kernel outside it).  Sets ``k.linked``."""
     memo = {}
-    linked = np.zeros(k.n, dtype=bool)
+    nodes, inv = np.unique(k.node, return_inverse=True)
+    infos = [_graph_info(n, cache, memo) for n in nodes.tolist()]
+    linked = np.array([i[0] for i in infos], dtype=bool)[inv.reshape(-1)] if k.n else np.zeros(0, bool)
+    k.linked = linked
     out = {}
-    node_l, start_l, end_l, stream_l = k.node.tolist(), k.start.tolist(), k.end.tolist(), k.stream.tolist()
+    if not linked.any():
+        return out
     open_by_stream = {}
     last_end = {}
-    for i in range(k.n):
-        is_graph, ctx = _graph_info(node_l[i], cache, memo)
-        if not is_graph:
-            continue
-        linked[i] = True
+    node_l, start_l, end_l, stream_l = k.node.tolist(), k.start.tolist(), k.end.tolist(), k.stream.tolist()
+    for i in np.nonzero(linked)[0].tolist():
+        ctx = memo[node_l[i]][1]
         if ctx is None:
             continue
         s = stream_l[i]
@@ -258,7 +261,6 @@ def _graph_scopes(k: _Kernels, cache) -> dict:
             events = out.setdefault(s, [])
             for name, t in opened:
                 events.append((name, t, last_end[s]))
-    k.linked = linked
     return dict(sorted(out.items()))
 
 
@@ -271,76 +273,93 @@ def _graph_events(out, graph, base) -> None:
                    f'"tid":{tid},"ts":{_num((t0 - base) / 1000)}}}')
 
 
-def _launch_scopes(k: _Kernels, scopes, s_lane, s_start, s_end):
+def _innermost(starts, ends, times):
+    """Per time, the index of the innermost interval ``[starts, ends]`` holding it (-1:
+    none); intervals nest (one thread's scopes).  The interval starting last at or before
+    the time holds it unless it ended before; then its enclosing intervals are tried."""
+    order = np.argsort(starts, kind="stable")
+    st, en = starts[order], ends[order]
+    pos = np.searchsorted(st, times, side="right") - 1
+    cand = np.maximum(pos, 0)
+    hit = (pos >= 0) & (en[cand] >= times)
+    out = np.where(hit, order[cand], -1)
+    miss = np.nonzero((pos >= 0) & ~hit)[0]
+    if len(miss):
+        parent = [-1] * len(st)  # enclosing interval, by a stack over the sorted intervals
+        stack = []
+        st_l, en_l = st.tolist(), en.tolist()
+        for i in range(len(st_l)):
+            while stack and en_l[stack[-1]] < st_l[i]:
+                stack.pop()
+            parent[i] = stack[-1] if stack else -1
+            stack.append(i)
+        pos_l, times_l, order_l = pos.tolist(), times.tolist(), order.tolist()
+        for m in miss.tolist():
+            j, t = pos_l[m], times_l[m]
+            while j >= 0 and en_l[j] < t:
+                j = parent[j]
+            out[m] = order_l[j] if j >= 0 else -1
+    return out
+
+
+def _launch_scopes(k: _Kernels, s_lane, s_start, s_end):
     """Per kernel, the index of the innermost CPU scope open on its launching thread at its
     launch (-1: none), and each scope's event number in the phase."""
-    n_s = len(scopes)
+    n_s = len(s_start)
     # event numbers: scope entries and distinct launches, in time order (libproton numbers
     # every scope entered and every launch op of the phase)
-    launches = np.unique(np.stack([k.lane, k.launch]), axis=1) if k.n else np.zeros((2, 0), np.int64)
-    times = np.concatenate([s_start, launches[1]])
+    o = np.lexsort((k.lane, k.launch))
+    lane_o, launch_o = k.lane[o], k.launch[o]
+    first = np.ones(k.n, dtype=bool)
+    first[1:] = (lane_o[1:] != lane_o[:-1]) | (launch_o[1:] != launch_o[:-1])
+    times = np.concatenate([s_start, launch_o[first]])
     rank = np.empty(len(times), dtype=np.int64)
     rank[np.argsort(times, kind="stable")] = np.arange(len(times))
     event_id = rank[:n_s]
     found = np.full(k.n, -1, dtype=np.int64)
-    for lane in set(k.lane.tolist()):
+    for lane in np.unique(k.lane).tolist():
         if lane < 0:
             continue
         idx = np.nonzero(s_lane == lane)[0]
         if not len(idx):
             continue
-        # the innermost open scope as a step function of time: points sorted, exits first
-        pts = sorted([(int(s_start[i]), 1, int(i)) for i in idx] + [(int(s_end[i]), 0, int(i)) for i in idx])
-        times_l, inner = [], []
-        stack = []
-        for t, is_enter, i in pts:
-            if is_enter:
-                stack.append(i)
-            else:
-                stack.remove(i)
-            times_l.append(t)
-            inner.append(stack[-1] if stack else -1)
         sel = np.nonzero(k.lane == lane)[0]
-        pos = np.searchsorted(np.asarray(times_l, dtype=np.int64), k.launch[sel], side="right") - 1
-        inner_a = np.asarray(inner, dtype=np.int64)
-        found[sel] = np.where(pos >= 0, inner_a[np.maximum(pos, 0)], -1)
+        inner = _innermost(s_start[idx], s_end[idx], k.launch[sel])
+        found[sel] = np.where(inner >= 0, idx[np.maximum(inner, 0)], -1)
     return found, event_id
 
 
 def _flows_and_kernels(out, k: _Kernels, scopes, s_lane, s_start, s_end, base, cache) -> None:
-    found, event_id = _launch_scopes(k, scopes, s_lane, s_start, s_end)
-    ts = ((k.start - base) / 1000).tolist()
-    dur = ((k.end - k.start) / 1000).tolist()
-    s_ts = ((s_start - base) / 1000).tolist()
-    fmt = _fmt_for(ts + dur)
+    found, event_id = _launch_scopes(k, s_lane, s_start, s_end)
+    ts = _texts((k.start - base) / 1000)
+    dur = _texts((k.end - k.start) / 1000)
+    s_ts = _texts((s_start - base) / 1000)
     stream_l, node_l, found_l = k.stream.tolist(), k.node.tolist(), found.tolist()
     linked = k.linked.tolist()
     event_l = event_id.tolist()
     append = out.append
     prev_stream, prev_launch = None, None
-    for i in range(k.n):
+    for i in np.nonzero(found >= 0)[0].tolist():
         s = stream_l[i]
         if s != prev_stream:
             prev_stream, prev_launch = s, None
         j = found_l[i]
-        if j < 0:
-            continue
         eid = event_l[j]
         if linked[i] and eid == prev_launch:
             continue  # one flow per graph launch on a stream
         append(f'{{"bp":"e","cat":"flow","id":{eid},"name":"launch->kernel","ph":"s","pid":0,'
-               f'"tid":{CPU_LANE + scopes[j][1]},"ts":{fmt(s_ts[j])}}}')
+               f'"tid":{CPU_LANE + scopes[j][1]},"ts":{s_ts[j]}}}')
         append(f'{{"bp":"e","cat":"flow","id":{eid},"name":"launch->kernel","ph":"f","pid":0,'
-               f'"tid":{GPU_LANE + s},"ts":{fmt(ts[i])}}}')
+               f'"tid":{GPU_LANE + s},"ts":{ts[i]}}}')
         prev_launch = eid
     heads = {}
     for i in range(k.n):
         node = node_l[i]
-        key = (node, linked[i])
+        key = (node, linked[i], stream_l[i])
         head = heads.get(key)
         if head is None:
             stack, leaf = cache.stack(node)
             metrics = "" if linked[i] else ',"metrics":{}'
-            head = heads[key] = (f'{{"args":{{"call_stack":{stack}{metrics}}},"cat":"kernel","dur":', leaf)
-        append(f'{head[0]}{fmt(dur[i])},"name":{head[1]},"ph":"X","pid":0,"tid":{GPU_LANE + stream_l[i]},'
-               f'"ts":{fmt(ts[i])}}}')
+            head = heads[key] = (f'{{"args":{{"call_stack":{stack}{metrics}}},"cat":"kernel","dur":',
+                                 f',"name":{leaf},"ph":"X","pid":0,"tid":{GPU_LANE + stream_l[i]},"ts":')
+        append(f'{head[0]}{dur[i]}{head[1]}{ts[i]}}}')
