@@ -25,7 +25,7 @@ def _rocm_register_early():
     if _os.environ.get("PROTON_CTYPES_ROCM_EARLY", "1" if _os.path.exists("/dev/kfd") else "0") != "1":
         return
     try:
-        from .backends.rocprof import configure_early
+        from .backends.rocprof import configure_early  # lazy: only on AMD machines
         configure_early()
     except Exception:
         pass

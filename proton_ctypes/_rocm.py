@@ -40,7 +40,7 @@ def find_therock_rocm_libraries():
     """``{name: path}`` of TheRock's runtime libraries (plus ``hsa-runtime64``), or None
     when ``rocm_sdk`` is not installed or one of them is missing."""
     try:
-        import rocm_sdk
+        import rocm_sdk  # lazy: only on a TheRock ROCm install
         found = {name: str(rocm_sdk.find_libraries(name)[0]) for name in THEROCK_LIBRARIES}
     except (ImportError, FileNotFoundError):
         return None
@@ -54,7 +54,7 @@ def find_therock_rocm_libraries():
 def _setenv(key: str, value: str) -> None:
     """Set ``key`` as Triton's knobs do (they may be told not to touch the environment)."""
     try:
-        from triton.knobs import setenv
+        from triton.knobs import setenv  # lazy: triton is optional
     except ImportError:
         os.environ[key] = value
     else:
@@ -80,7 +80,7 @@ def _set_therock_runtime_environment(libraries):
 
 def _preload_therock_runtime(explicit_overrides):
     """Have ``rocm_sdk`` preload every library the user did not point elsewhere."""
-    import rocm_sdk
+    import rocm_sdk  # lazy: only on a TheRock ROCm install
     names = [name for name, unless in _PRELOAD_UNLESS if not any(v in explicit_overrides for v in unless)]
     if names:
         rocm_sdk.preload_libraries(*names)

@@ -40,12 +40,12 @@ from .flags import flags  # noqa: E402
 def _semantics():
     out = {}
     try:
-        from triton.language.semantic import TritonSemantic
+        from triton.language.semantic import TritonSemantic  # lazy: triton is optional
         out["triton"] = TritonSemantic
     except ImportError:  # pragma: no cover - very old triton
         pass
     try:
-        from triton.experimental.gluon.language._semantic import GluonSemantic
+        from triton.experimental.gluon.language._semantic import GluonSemantic  # lazy: triton is optional
         out["gluon"] = GluonSemantic
     except ImportError:  # pragma: no cover
         pass
@@ -57,7 +57,7 @@ _SEMANTICS = {_ALL_SEMANTICS["gluon"]} if "gluon" in _ALL_SEMANTICS else set()
 
 
 def _proton_ops():
-    from triton._C.libtriton import proton as triton_proton
+    from triton._C.libtriton import proton as triton_proton  # lazy: triton is optional
     return triton_proton
 
 
@@ -142,7 +142,7 @@ def _event_ops(what: str):
     ops = _proton_ops()
     fn = getattr(ops, what, None)
     if fn is None:
-        import triton
+        import triton  # lazy: triton is optional
         raise RuntimeError(f"proton.language events need triton >= 3.7: this triton ({triton.__version__}) has no "
                            f"triton._C.libtriton.proton.{what}")
     return fn

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import Optional, Union
 
 from .core import knobs, manager, naming, optional, signatures
 from .backends import select
 from .flags import flags
 from .hooks.hook import Hook, HookManager
+from .hooks.instrumentation import InstrumentationHook
+from .hooks.launch import LaunchHook
 from .backends.mode_types import BaseMode
 
 DEFAULT_PROFILE_NAME = "proton"
@@ -23,7 +26,6 @@ def _mode_str(backend: str, mode) -> str:
 
 def _check_env(backend: str) -> None:
     if backend in ("rocprofiler", "roctracer"):
-        import os
         for var in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
             if os.environ.get(var) is not None:
                 raise ValueError(f"Proton does not work when the environment variable {var} is set on AMD GPUs. "
@@ -77,12 +79,10 @@ def start(
     if isinstance(hook, Hook):
         HookManager.register(hook, session)
     elif hook == "triton":
-        from .hooks.launch import LaunchHook
         HookManager.register(LaunchHook(), session)
     elif hook is not None:
         raise ValueError(f"Unsupported hook: {hook!r}")
     if backend == "instrumentation":
-        from .hooks.instrumentation import InstrumentationHook
         HookManager.register(InstrumentationHook(mode), session)
     return session
 

@@ -74,7 +74,7 @@ def do_setup_and_execute(target_args: list) -> int:
     script = target_args[0]
     script_args = target_args[1:]
     if is_pytest(script):
-        import pytest
+        import pytest  # lazy: only for `proton pytest ...`
         return pytest.main(script_args)
     return execute_as_main(script, script_args)
 

@@ -157,7 +157,6 @@ def record_launch(ctx, info: KernelInfo, host, device: int, device_type: str, mo
     try:
         dec = decode(host, info.scratch, info.num_warps, uids, warn=warn)
     except DecodeError as e:
-        import sys
         print(f"ParserException [offset={e.offset}]: {e}", file=sys.stderr)
         raise e.to_exception() from None
     if dec.num_events == 0:

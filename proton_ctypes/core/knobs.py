@@ -7,13 +7,13 @@ importing proton_ctypes never imports triton.
 from __future__ import annotations
 
 import os
+import importlib.util
 import sys
 
 
 def _triton_dir():
     spec = None
     try:
-        import importlib.util
         spec = importlib.util.find_spec("triton")
     except Exception:
         pass

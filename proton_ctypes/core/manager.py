@@ -11,7 +11,7 @@ import sys
 import threading
 import warnings
 
-from . import events, lifecycle, naming, tensor_metrics
+from . import events, lifecycle, naming, nvtx, pc_samples, recording, tensor_metrics
 from ..backends import select
 from .events import G
 from .flags import flags
@@ -62,8 +62,7 @@ def periodic_flush(s: Session) -> list:
 def _python_context():
     """The function a backend calls per launch for the python context: the launching
     thread's Python call path as a trie node (frames of our backends left out)."""
-    from .recording import python_node
-    return python_node
+    return recording.python_node
 
 
 def create(name: str, context: str, data: str, backend_name: str, mode: str) -> int:
@@ -88,10 +87,8 @@ def create(name: str, context: str, data: str, backend_name: str, mode: str) -> 
     lifecycle.install(snapshot_all, _finalize_at_exit, _after_fork_in_child)
     if _users.get(backend_name, 0) == 0:
         if hasattr(backend, "pc_attribution"):
-            from . import pc_samples
             backend.pc_attribution = (pc_samples.sessions_active, pc_samples.attribute_samples)
         if hasattr(backend, "nvtx_scopes"):
-            from . import nvtx
             backend.nvtx_scopes = (nvtx.enter, nvtx.exit)
         backend.start(_sink_for(backend), mode,
                       _python_context() if context == "python" else None)

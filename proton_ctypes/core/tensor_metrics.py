@@ -50,8 +50,8 @@ def get_kernel():
     global _kernel
     if _kernel is None:
         require("a device-tensor metric", "triton", "triton")
-        import triton
-        import triton.language as tl
+        import triton  # lazy: triton is optional
+        import triton.language as tl  # lazy: triton is optional
 
         @triton.jit(do_not_specialize=["ring_ptr", "offset_ptr", "size", "seq_id", "value_ptr", "n"])
         def write_metric_record(ring_ptr, offset_ptr, size, seq_id, value_ptr, n,
@@ -78,7 +78,7 @@ class Ring:
     """The device ring buffer of one device and the host's read position in it."""
 
     def __init__(self, device):
-        import torch
+        import torch  # lazy: torch is optional
         self.size = _ring_slots()
         self.buf = torch.zeros(self.size, dtype=torch.int64, device=device)
         self.offset = torch.zeros(1, dtype=torch.int64, device=device)
@@ -147,7 +147,7 @@ def _raw_stream(device):
     """The raw handle of the current CUDA stream of ``device``; None off CUDA."""
     if device.type != "cuda":
         return None
-    import torch
+    import torch  # lazy: torch is optional
     try:
         return torch._C._cuda_getCurrentRawStream(device.index if device.index is not None
                                                    else torch.cuda.current_device())
@@ -213,7 +213,7 @@ def _capturing(stream) -> bool:
         except CudaError:
             pass
     try:
-        import torch
+        import torch  # lazy: torch is optional
         return bool(torch.cuda.is_current_stream_capturing())
     except Exception:
         return False
@@ -286,7 +286,7 @@ def drain(session=None) -> None:
         return
     with _lock:
         try:
-            import torch
+            import torch  # lazy: torch is optional
             torch.cuda.synchronize()
         except Exception:
             pass

@@ -24,7 +24,17 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
+import numpy as np
+
+from ..backends.instrumentation import passes
+from ..backends.instrumentation.allocator import ProfileAllocator
+from ..backends.instrumentation.layout import host_buffer_bytes
+from ..backends.instrumentation.metadata import KERNELS, from_metadata_group
+from ..backends.instrumentation.modes import check_supported, interpret_mode
+from ..backends.instrumentation.passes import backend_name
+from ..core.events import thread_ctx
 from ..core.flags import flags
+from ..core.instrumentation import record_launch
 from ..core.states import metadata_state
 from .hook import Hook
 
@@ -43,12 +53,9 @@ class InstrumentationHook(Hook):
     profile_buffer_alignment: int = 128
 
     def __init__(self, mode_obj=None):
-        from ..backends.instrumentation.allocator import ProfileAllocator
-        from ..backends.instrumentation.modes import interpret_mode
         self.mode = interpret_mode(mode_obj)
         self.allocator = ProfileAllocator(self, self.profile_buffer_alignment, self.profile_buffer_size,
                                           guard=metadata_state)
-        from ..backends.instrumentation.metadata import KERNELS
         #: function handle -> KernelInfo of the loaded kernels (process-wide, as libproton's)
         self.kernels: Dict[Any, Any] = KERNELS
         self.metadata_path: Dict[Any, Optional[str]] = {}
@@ -76,10 +83,8 @@ class InstrumentationHook(Hook):
         """
         if InstrumentationHook.active_count > 0:
             raise RuntimeError("Only one instance of the instrumentation hook can be active at a time.")
-        import triton
-        from triton.runtime._allocation import set_profile_allocator
-        from ..backends.instrumentation import passes
-        from ..backends.instrumentation.modes import check_supported
+        import triton  # lazy: triton is optional and slow to import
+        from triton.runtime._allocation import set_profile_allocator  # lazy: optional triton
 
         device = triton.runtime.driver.active.get_current_device()
         backend_name = passes.backend_name()
@@ -102,8 +107,8 @@ class InstrumentationHook(Hook):
             self._registration = None
             self._instrumentation_backend = None
         flags.instrumentation_on = False
-        import triton
-        from triton.runtime._allocation import NullAllocator, set_profile_allocator
+        import triton  # lazy: triton is optional and slow to import
+        from triton.runtime._allocation import NullAllocator, set_profile_allocator  # lazy: optional triton
         triton.knobs.compilation.instrumentation_mode = ""
         set_profile_allocator(NullAllocator())
         InstrumentationHook.host_buffer = None
@@ -119,8 +124,6 @@ class InstrumentationHook(Hook):
         """
         if not function:
             return
-        from ..backends.instrumentation.metadata import from_metadata_group
-        from ..backends.instrumentation.passes import backend_name
         backend = self._instrumentation_backend or backend_name()
         try:
             info = from_metadata_group(name, metadata_group, backend)
@@ -153,11 +156,9 @@ class InstrumentationHook(Hook):
         if info is None or not info.instrumented:
             return
         host = _to_host(buf, data.get("stream"))
-        from ..core.events import thread_ctx
-        from ..core.instrumentation import record_launch
         device = getattr(getattr(buf, "device", None), "index", None)
         if not isinstance(device, int):
-            import triton
+            import triton  # lazy: triton is optional and slow to import
             device = triton.runtime.driver.active.get_current_device()
         target = "HIP" if self._instrumentation_backend == "amd" else "CUDA"
         record_launch(thread_ctx(), info, host, device, target, self.mode)
@@ -166,18 +167,16 @@ class InstrumentationHook(Hook):
 
     def _populate_host_buffer(self, info, host) -> None:
         """3.9's binary trace for external tools: a header, then the raw buffer."""
-        import torch
-        from ..backends.instrumentation.layout import host_buffer_bytes
+        import torch  # lazy: torch is optional
         raw = host_buffer_bytes(info, host, self.mode)
         InstrumentationHook.host_buffer = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
 
 
 def _to_host(buf, stream):
     """The bytes of device tensor ``buf`` once the launch on ``stream`` has finished."""
-    import numpy as np
     if isinstance(buf, np.ndarray):
         return buf
-    import torch
+    import torch  # lazy: torch is optional
     cur = torch.cuda.current_stream(buf.device)
     if stream and int(stream) != int(cur.cuda_stream):
         with torch.cuda.stream(torch.cuda.ExternalStream(int(stream), device=buf.device)):

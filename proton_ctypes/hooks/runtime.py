@@ -17,7 +17,7 @@ _installed: dict = {}
 
 def _runtime_knobs():
     try:
-        import triton.knobs as knobs
+        import triton.knobs as knobs  # lazy: triton is optional and slow to import
         return knobs.runtime
     except Exception:
         return None

@@ -6,6 +6,8 @@ saw them (3.9's per-session, per-phase insertion order), see :func:`node_set`.
 """
 from __future__ import annotations
 
+import sys
+
 from . import callpath
 from . import metrics as tmetrics
 
@@ -121,7 +123,6 @@ def build_tree(pd, device_type: str) -> dict:
                 "frame": {"name": name[n], "type": "function"},
                 "metrics": root_metrics(pd) if n == callpath.ROOT else node_metrics(pd, n, device_type)}
 
-    import sys
     limit = sys.getrecursionlimit()
     depth = max((callpath.depth[n] for n in nodes), default=0)
     if depth + 100 > limit:

@@ -29,7 +29,7 @@ def __getattr__(name):
     module = _FRAME_API.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
+    from importlib import import_module  # lazy: the frame API loads hatchet on first use
     value = getattr(import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value

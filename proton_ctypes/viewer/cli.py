@@ -156,7 +156,7 @@ def run(args, files, write, err):
     if args.diff_profile:
         if args.max_rank:
             raise ValueError("--max-rank cannot be combined with -diff")
-        from .diff_command import run_diff
+        from .diff_command import run_diff  # lazy: only for that option
 
         def load_side(side, wanted):
             return aggregate.load(side, wanted, args.agg, args.include, args.exclude, args.threshold,
@@ -165,11 +165,11 @@ def run(args, files, write, err):
     profile, columns, ranks = aggregate.load(inputs, metrics, args.agg, args.include, args.exclude,
                                              args.threshold, args.max_rank, note)
     if args.html:
-        from .html import write_report
+        from .html import write_report  # lazy: only for that option
         write_report(args.html, profile, columns, args.depth, title=inputs.label,
                      names=format_names(profile, args.format), extra=None if ranks is None else {"max rank": ranks})
     if args.format == "json":
-        from .jsonout import profile_json
+        from .jsonout import profile_json  # lazy: only for that option
         extra = None if ranks is None else {"max_rank": ranks}
         write(profile_json(profile, columns, args.depth, args.print_sorted, extra) + "\n")
         return 0

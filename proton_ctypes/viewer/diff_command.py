@@ -17,11 +17,11 @@ def run_diff(args, new, base, metrics, rules, write, err, load):
     tree = build_diff(new_profile, new_cols, base_profile, base_cols)
     shown = len(metrics)
     if args.html:
-        from .html import write_diff_report
+        from .html import write_diff_report  # lazy: only for that option
         write_diff_report(args.html, tree, shown, args.depth, new_label=new.label, base_label=base.label,
                           names=format_names(tree, args.format))
     if args.format == "json":
-        from .jsonout import diff_json
+        from .jsonout import diff_json  # lazy: only for that option
         write(diff_json(tree, shown, args.depth, args.print_sorted) + "\n")
     else:
         for line in diff_lines(tree, shown, args.depth, args.format, new.label, base.label):

@@ -101,7 +101,7 @@ def evaluate(rules, diff, column_of):
 
 def report(crossings, n_rules, write):
     """Write the gate verdict (one line per crossing); return the exit code (1 if anything crossed)."""
-    from .diff import fmt_delta, fmt_pct, fmt_value
+    from .diff import fmt_delta, fmt_pct, fmt_value  # lazy: only with --fail-if
     if not crossings:
         write(f"proton-viewer: --fail-if: passed ({n_rules} rule{'s' * (n_rules != 1)})\n")
         return 0

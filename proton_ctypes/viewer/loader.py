@@ -49,7 +49,7 @@ def load_document(path):
             raise ProfileFormatError(f"{path}: the tree is nested too deeply to be read") from None
         finally:
             sys.setrecursionlimit(limit)
-    import msgpack
+    import msgpack  # lazy: only for .hatchet_msgpack files
     try:
         return msgpack.unpackb(data, raw=False, strict_map_key=False)
     except msgpack.exceptions.StackError:
