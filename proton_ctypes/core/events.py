@@ -85,7 +85,8 @@ class View:
         self.ext = next((s.backend for s in sessions
                          if getattr(s.backend, "attribution", "timestamp") == "extcorr"), None)
         self.ext_pushed = False
-        #: launch-hook metric plans of this view, by op node (see tree.metrics.plan_plain)
+        #: metric plans of this view: the launch hook's by op node (tree.metrics.plan), the
+        #: scopes' by (node, key order) (tree.metrics.add_planned)
         self.plans = {}
 
     def nodes(self):

@@ -178,17 +178,6 @@ def json_value(vt: int, value):
     return value
 
 
-def trace_string(vt: int, value) -> str:
-    """A stored value as the chrome-trace writer prints it (``%f`` doubles, ``[1,2]``)."""
-    if vt == INT:
-        return str(value)
-    if vt == DOUBLE:
-        return "%f" % value
-    if vt == VINT:
-        return "[" + ",".join(str(x) for x in value) + "]"
-    return "[" + ",".join("%f" % x for x in value) + "]"
-
-
 #: raw key -> (stored name, kind, roofline class ``ROOF_*``)
 _plain_info: dict = {}
 #: the same for the keys of roofline 0 only (``(stored name, kind)``): a value of such a key
