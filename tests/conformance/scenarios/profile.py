@@ -163,3 +163,37 @@ def profile_decorator_raises(proton, out, rec):
     with proton.scope("after_boom"):  # boom's session is still active
         pass
     proton.finalize()
+
+
+def argument_type_errors(proton, out, rec):
+    s = proton.start(out("types"))
+    calls = {
+        "start_name": lambda: proton.start(123),
+        "start_context": lambda: proton.start(out("n"), context=5),
+        "start_data": lambda: proton.start(out("n"), data=5),
+        "scope_name": lambda: proton.scope(123).__enter__(),
+        "enter_scope_name": lambda: proton.enter_scope(3),
+        "state_name": lambda: proton.state(5).__enter__(),
+        "enter_state_name": lambda: proton.enter_state(5),
+        "finalize_session": lambda: proton.finalize("x"),
+        "finalize_format": lambda: proton.finalize(s, 5),
+        "activate": lambda: proton.activate("x"),
+        "deactivate": lambda: proton.deactivate("x"),
+        "deactivate_flushing": lambda: proton.deactivate(s, "y"),
+        "get": lambda: proton.data.get("x"),
+        "get_phase": lambda: proton.data.get(s, "p"),
+        "get_msgpack": lambda: proton.data.get_msgpack("x"),
+        "advance_phase": lambda: proton.data.advance_phase("x"),
+        "is_phase_complete": lambda: proton.data.is_phase_complete("x"),
+        "clear": lambda: proton.data.clear("x"),
+        "depth": lambda: proton.context.depth("x"),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+            rec(name, "no error")
+        except TypeError as e:
+            rec(name, f"{type(e).__name__}: {e}")
+    with proton.scope("after"):
+        pass
+    proton.finalize()
