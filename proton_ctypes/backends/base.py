@@ -53,6 +53,22 @@ Sink = Callable[[np.ndarray], None]
 DEFAULT_FLUSH_INTERVAL_S = 0.1
 
 
+def tightest_offset(read_vendor: Callable[[], int], read_host: Callable[[], int], pairs: int) -> tuple:
+    """``(window_ns, vendor - host)`` from the tightest of ``pairs`` host/vendor/host reads:
+    the vendor stamp is compared with the middle of the host reads around it, and the
+    pair whose host reads are closest together wins (the vendor clock's offset to that
+    host clock, at the best precision this process can see)."""
+    best = None
+    for _ in range(pairs):
+        before = read_host()
+        stamp = read_vendor()
+        after = read_host()
+        window = after - before
+        if best is None or window < best[0]:
+            best = (window, stamp - (before + after) // 2)
+    return best
+
+
 def empty_batch(n: int = 0) -> np.ndarray:
     """Return a kernel batch of ``n`` rows with every optional field set to "absent" (-1)."""
     batch = np.zeros(n, dtype=KERNEL_DTYPE)

@@ -28,6 +28,8 @@ import os
 import time
 from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple, Type
 
+from ..base import tightest_offset
+
 ROCPROFILER_SDK_SONAME = "librocprofiler-sdk.so"
 ROCTRACER_SONAME = "libroctracer64.so"
 HSA_SONAME = "libhsa-runtime64.so"
@@ -250,18 +252,6 @@ class Calibration(NamedTuple):
     agrees: bool
 
 
-def _best_pair(read_vendor: Callable[[], int], read_py: Callable[[], int], pairs: int):
-    best = None
-    for _ in range(pairs):
-        a = read_py()
-        v = read_vendor()
-        b = read_py()
-        w = b - a
-        if best is None or w < best[0]:
-            best = (w, (a + b) // 2 - v)
-    return best
-
-
 def calibrate(read_vendor: Callable[[], int], pairs: int = 64,
               tolerance_ns: int = CLOCK_TOLERANCE_NS) -> Calibration:
     """Compare a vendor timestamp reader with ``time.time_ns`` and the other Python clocks.
@@ -271,10 +261,11 @@ def calibrate(read_vendor: Callable[[], int], pairs: int = 64,
     ``tolerance_ns`` (then a fixed offset converts it exactly: those clocks advance
     together) and the best read window itself is under the tolerance.
     """
-    window, to_realtime = _best_pair(read_vendor, time.time_ns, pairs)
+    window, vendor_minus_realtime = tightest_offset(read_vendor, time.time_ns, pairs)
+    to_realtime = -vendor_minus_realtime
     match, best = None, None
     for name, reader in PY_CLOCKS:
-        w, off = _best_pair(read_vendor, reader, max(8, pairs // 4))
+        _w, off = tightest_offset(read_vendor, reader, max(8, pairs // 4))
         if abs(off) <= tolerance_ns and (best is None or abs(off) < best):
             match, best = name, abs(off)
     agrees = match is not None and window <= tolerance_ns

@@ -20,6 +20,7 @@ from typing import Optional
 import numpy as np
 
 from . import layout as L
+from ..base import tightest_offset
 from .lib import DRIVER_LAUNCH_CBIDS, RUNTIME_LAUNCH_CBIDS, CuptiLib
 
 #: Largest |CUPTI clock - time.time_ns()| accepted for the timestamp join.
@@ -31,17 +32,7 @@ ATTRIBUTION_ENV = "PROTON_CTYPES_ATTRIBUTION"
 
 def calibrate_clock(lib: CuptiLib, pairs: int = CLOCK_PAIRS) -> tuple:
     """``(window_ns, offset_ns)``: CUPTI's clock minus ``time.time_ns()`` from the tightest of ``pairs`` reads."""
-    now = time.time_ns
-    read = lib.timestamp
-    best = None
-    for _ in range(pairs):
-        before = now()
-        stamp = read()
-        after = now()
-        window = after - before
-        if best is None or window < best[0]:
-            best = (window, stamp - (before + after) // 2)
-    return best
+    return tightest_offset(lib.timestamp, time.time_ns, pairs)
 
 
 def choose_attribution(offset_ns: int, environ=None) -> tuple:
