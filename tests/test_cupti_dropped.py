@@ -8,6 +8,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, started_backend  # noqa: E402
 
+from proton_ctypes.backends.nvidia import buffers  # noqa: E402
 from proton_ctypes.backends.nvidia.buffers import BufferPool  # noqa: E402
 
 
@@ -29,19 +30,23 @@ def test_records_without_timing_are_counted_as_dropped():
     assert len(sink.rows()) == 2 and backend.stats["parse_walk"] >= 1
 
 
-def test_refused_buffers_show_up_as_dropped_records():
+def test_records_past_the_buffer_ceiling_are_counted_as_lost():
     backend, fake, sink = started_backend(buffer_bytes=64 << 10, max_buffers=2)
     backend.collector.stop_thread()     # no collector: nobody recycles buffers
-    for _ in range(1000):              # ~4 buffers' worth
+    for _ in range(1000):              # ~4 buffers' worth: 2 in the pool, the rest in spares
         fake.launch("k")
     backend.stop()
-    assert backend.pool.refused > 0
-    assert backend.dropped > 0 and len(sink.rows()) < 1000 <= len(sink.rows()) + backend.dropped
+    assert backend.pool.spared > 0 and backend.pool.refused == 0
+    assert backend.collector.spare_kernels > 0
+    assert len(sink.rows()) + backend.collector.spare_kernels == 1000
+    assert backend.dropped == backend.collector.spare_dropped == 2 * backend.collector.spare_kernels
 
 
 @pytest.mark.parametrize("version", [26, 12080, 130001])
-def test_buffer_requests_are_declined_only_from_cupti_27_on(version):
-    """CUPTI before API version 27 can crash on a declined request: it gets a spare buffer instead."""
+def test_buffer_requests_are_declined_only_from_cupti_27_on(version, monkeypatch):
+    """Past the ceiling and the spares, CUPTI >= 27 is declined (it drops and counts the records);
+    CUPTI before API version 27 can crash on a declined request: it always gets a spare."""
+    monkeypatch.setattr(buffers, "MAX_SPARES", 1)
     backend, fake, sink = started_backend(FakeCupti(version=version), buffer_bytes=64 << 10, max_buffers=2)
     backend.collector.stop_thread()     # no collector: nobody recycles buffers
     for _ in range(1000):               # ~4 buffers' worth
@@ -50,13 +55,11 @@ def test_buffer_requests_are_declined_only_from_cupti_27_on(version):
     pool, stats = backend.pool, backend.stats
     parsed = stats["join_kernels"] + stats["join_api_records"]
     if version < 27:
-        assert pool.refused == 0 and pool.spared > 0 and backend.cupti_dropped == 0
-        assert backend.stats["spare_dropped"] > 0
-        assert parsed + backend.stats["spare_dropped"] == 2000     # one API + one kernel record per launch
-        assert pool.spares <= pool.spared and pool.allocated == 2
+        assert pool.refused == 0 and pool.spared >= 2 and backend.cupti_dropped == 0
+        assert parsed + stats["spare_dropped"] == 2000     # one API + one kernel record per launch
     else:
-        assert pool.refused > 0 and pool.spared == 0 and pool.spares == 0
-        assert parsed + backend.cupti_dropped == 2000 and backend.stats["spare_dropped"] == 0
+        assert pool.refused > 0 and pool.spared == 1
+        assert parsed + stats["spare_dropped"] + backend.cupti_dropped == 2000
     assert backend.dropped >= 2000 - parsed
     assert len(sink.rows()) == stats["join_kernels"] < 1000
 
@@ -71,10 +74,11 @@ def test_spare_buffers_are_recycled_not_accumulated():
     assert _request(pool)[0] == spare and pool.spares == 1 and pool.spared == 2
 
 
-def test_a_pool_that_may_decline_never_makes_spares():
+def test_a_pool_that_may_decline_does_so_only_past_its_spares(monkeypatch):
+    monkeypatch.setattr(buffers, "MAX_SPARES", 2)
     pool = BufferPool(buffer_bytes=64 << 10, max_buffers=2)
-    assert [_request(pool)[0] is None for _ in range(3)] == [False, False, True]
-    assert pool.spares == 0 and pool.refused == 1
+    assert [_request(pool)[0] is None for _ in range(5)] == [False, False, False, False, True]
+    assert pool.spares == 2 and pool.refused == 1
 
 
 def _request(pool):

@@ -105,10 +105,12 @@ def test_trace_kernel_lanes_are_per_stream(fake_cupti):
 
 
 @pytest.mark.parametrize("fake_cupti", [{"drop_records": 3}], indirect=True)
-def test_dropped_records_are_reported_at_finalize(fake_cupti):
+def test_dropped_records_are_reported_at_finalize_in_one_line_and_in_the_file(fake_cupti, capfd):
     proton.start("dr", backend="cupti")
     for _ in range(5):
         fake_cupti.launch("k")
-    with pytest.warns(RuntimeWarning, match="lost 3 activity records"):
-        proton.finalize()
-    assert child_names(read_tree("dr.hatchet")[0]) == ["k"]
+    proton.finalize()
+    err = capfd.readouterr().err.splitlines()
+    assert err == ["proton_ctypes: the profile 'dr' misses data: 3 activity records dropped by CUPTI"]
+    root = read_tree("dr.hatchet")[0]
+    assert child_names(root) == ["k"] and root["metrics"]["lost_records"] == 3

@@ -37,7 +37,7 @@ from .base import DEFAULT_FLUSH_INTERVAL_S
 from .modes import PC_SAMPLING, PERIODIC_FLUSHING, parse_mode
 from .nvidia import nvtx
 from .nvidia.activity import calibrate_clock, choose_attribution, enable_activity
-from .nvidia.buffers import DEFAULT_BUFFER_BYTES, DEFAULT_MAX_BUFFERS, BufferPool
+from .nvidia.buffers import DEFAULT_BUFFER_BYTES, LIMIT_ENV, MIB, BufferPool
 from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub, torch_profiler_active
 from .nvidia.collector import Collector
 from .nvidia.driver import required_driver
@@ -56,9 +56,10 @@ class CuptiBackend:
     device_type = "CUDA"
 
     def __init__(self, lib=None, driver=None, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
-                 max_buffers: int = DEFAULT_MAX_BUFFERS, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+                 max_buffers: Optional[int] = None, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
                  parse_batch_buffers: Optional[int] = None):
         """``lib``: a fake libcupti for tests (default: load the real one at first start);
+        ``max_buffers``: the ceiling of the buffer pool (default: :func:`~.nvidia.buffers.buffer_limit_bytes`);
         ``driver``: an object with ``synchronize()`` and ``device_attributes(i)`` (default: libcuda,
         :class:`~.nvidia.driver.CudaDriver`);
         ``parse_batch_buffers``: the collector parses once this many buffers are waiting (or the
@@ -105,17 +106,27 @@ class CuptiBackend:
     # ------------------------------------------------------------------ Backend protocol
     @property
     def dropped(self) -> int:
-        """Records CUPTI dropped, records of spare buffers, records we could not use (no timestamps,
-        unknown kinds)."""
+        """Records lost, all reasons together (:meth:`lost`)."""
+        return sum(n for n, _ in self.lost())
+
+    def lost(self) -> list:
+        """``[(count, what)]`` for every way records were lost so far, each read as one phrase
+        after its count: dropped by CUPTI, caught in spare buffers past the pool's ceiling,
+        buffer requests declined, records without timestamps, bytes of unknown records."""
         c = self.collector
         if c is None:
-            return 0
-        extra = 0
+            return []
+        out = [(c.cupti_dropped, "activity records dropped by CUPTI")]
+        if self.pool is not None:
+            limit = f"{self.pool.limit_bytes / MIB:g} MiB"
+            out.append((c.spare_dropped, f"activity records ({c.spare_kernels} of them kernels) found no room under "
+                                         f"the {limit} buffer ceiling (raise {LIMIT_ENV})"))
+            out.append((self.pool.refused, "activity-buffer requests declined (no memory), their records lost"))
         if c.joiner is not None:
-            extra += c.joiner.stats["invalid_time"]
+            out.append((c.joiner.stats["invalid_time"], "kernel records without timestamps"))
         if c.parser is not None:
-            extra += int(c.parser.stats["unparsed_bytes"] > 0)
-        return c.cupti_dropped + c.spare_dropped + extra
+            out.append((c.parser.stats["unparsed_bytes"], "bytes of activity records of unknown kinds"))
+        return [(int(n), what) for n, what in out if n]
 
     def start(self, sink: Callable[[np.ndarray], None], mode: str = "",
               python_context: Optional[Callable[[], int]] = None) -> None:
@@ -206,6 +217,7 @@ class CuptiBackend:
             out.update(cupti_source=self.lib.source, cupti_path=self.lib.path, cupti_version=self.lib.version)
         if self.pool is not None:
             out.update(buffers_allocated=self.pool.allocated, buffer_bytes=self.pool.allocated_bytes,
+                       buffer_limit_bytes=self.pool.limit_bytes, buffers_peak_out=self.pool.peak_outstanding,
                        buffer_requests=self.pool.requests, buffer_refusals=self.pool.refused,
                        buffer_spares=self.pool.spares, buffer_spared=self.pool.spared)
         if self._hub is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
-import warnings
 
 from . import events, lifecycle, naming, nvtx, pc_samples, recording, tensor_metrics
 from ..backends import select
@@ -22,6 +21,8 @@ from ..writers import DEFAULT_FORMAT, FORMATS
 
 CONTEXTS = ("shadow", "python")
 DATA = ("tree", "trace")
+#: what a backend that only counts ``dropped`` lost
+LOST_RECORDS = "activity records dropped or unreadable"
 
 _ids = itertools.count(0)
 #: sessions by name (a start with a live name returns that session)
@@ -95,6 +96,7 @@ def create(name: str, context: str, data: str, backend_name: str, mode: str) -> 
     _users[backend_name] = _users.get(backend_name, 0) + 1
     s = Session(next(_ids), name, context, data, backend, mode)
     s.backend_name = backend_name
+    s.lost_at_start = backend_losses(backend)
     with G.lock:
         G.sessions[s.id] = s
         _by_name[name] = s
@@ -199,6 +201,7 @@ def render(s: Session, phase: int, fmt: str):
 
 def _write_phase(s: Session, phase: int, fmt: str, path: str) -> None:
     pd = s.phases[phase]
+    pd.lost = session_losses(s)
     writers.write(fmt, pd, s.backend.device_type, device_block(s, pd, fmt), path)
 
 
@@ -231,14 +234,41 @@ def write(s: Session, fmt: str) -> list:
     return paths
 
 
+def backend_losses(backend) -> dict:
+    """``{what: count}`` of every record loss the backend has counted so far."""
+    lost = getattr(backend, "lost", None)
+    if lost is not None:
+        return {what: n for n, what in lost() if n}
+    n = int(getattr(backend, "dropped", 0) or 0)
+    return {LOST_RECORDS: n} if n else {}
+
+
+def session_losses(s: Session) -> dict:
+    """``{what: count}`` of the losses counted since ``s`` started."""
+    start = s.lost_at_start
+    out = {}
+    for what, n in backend_losses(s.backend).items():
+        n -= start.get(what, 0)
+        if n > 0:
+            out[what] = n
+    return out
+
+
 def report_dropped(s: Session) -> None:
-    """Warn (once per new loss) when the backend dropped or could not parse records."""
-    n = int(getattr(s.backend, "dropped", 0) or 0)
-    seen = getattr(s.backend, "_reported_dropped", 0)
-    if n > seen:
-        s.backend._reported_dropped = n
-        warnings.warn(f"proton_ctypes: the {s.backend_name} backend lost {n - seen} activity records; "
-                      f"the profile {s.name!r} misses those kernels", RuntimeWarning, stacklevel=3)
+    """One line on stderr when records were lost since ``s`` started (how many and why), once
+    per new loss; the same counts are in the files (``lost_records``)."""
+    losses = session_losses(s)
+    if not losses:
+        return
+    if all(s.lost_reported.get(what, 0) >= n for what, n in losses.items()):
+        return
+    s.lost_reported = losses
+    parts = "; ".join(f"{n} {what}" for what, n in losses.items())
+    try:
+        sys.stderr.write(f"proton_ctypes: the profile {s.name!r} misses data: {parts}\n")
+        sys.stderr.flush()
+    except Exception:  # a diagnostic must never fail the finalize
+        pass
 
 
 def destroy(s: Session) -> None:

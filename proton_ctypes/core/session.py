@@ -18,7 +18,7 @@ class PhaseData:
     """What one phase of one session accumulated."""
 
     __slots__ = ("created", "flex", "kcount", "ktime", "kdevice", "kernel_nodes", "trace", "devices",
-                 "complete", "cleared")
+                 "complete", "cleared", "lost")
 
     def __init__(self):
         #: node -> time_ns the phase first saw it entered (scopes, their state children, ops;
@@ -40,6 +40,8 @@ class PhaseData:
         self.complete = False
         #: True for a current phase recreated by ``data.clear``
         self.cleared = False
+        #: records the backend lost while the session ran, ``{what: count}`` (set when written)
+        self.lost: dict = {}
 
     def has_data(self) -> bool:
         """Whether anything at all was recorded in this phase."""
@@ -75,6 +77,10 @@ class Session:
         #: by native id (kernel records name the launching thread so)
         self.trace_threads = {}
         self.trace_native = {}
+        #: the backend's losses when the session started, ``{what: count}`` (see ``Backend.lost``)
+        self.lost_at_start: dict = {}
+        #: the losses already reported on stderr
+        self.lost_reported: dict = {}
         self.lock = threading.RLock()
 
     # -- activity ---------------------------------------------------------------------

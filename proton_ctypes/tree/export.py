@@ -73,6 +73,10 @@ def _is_cycle_metric(fm: dict) -> bool:
             and nc[1] == tmetrics.DOUBLE and isinstance(dt[2], str))
 
 
+#: ROOT's metric counting the records the backend lost while the session ran (only when some were)
+LOST_METRIC = "lost_records"
+
+
 def root_metrics(pd) -> dict:
     """ROOT's metrics, the same for ``hatchet`` and ``hatchet_msgpack`` (3.9 ``TreeData``).
 
@@ -80,7 +84,9 @@ def root_metrics(pd) -> dict:
       user metric (not ``(exc)`` ones, not vectors);
     * instrumentation cycle metrics anywhere: ``cycles: 0`` and ``normalized_cycles: 0``
       (both integers, also in MessagePack), independent of kernels; the cycle metric's
-      ``device_id``/``device_type`` are never listed at ROOT.
+      ``device_id``/``device_type`` are never listed at ROOT;
+    * records lost while the session ran (not in Proton's files, which never say so):
+      ``lost_records``, the count (only when some were lost).
     """
     cycles = False
     scalars = []
@@ -105,6 +111,9 @@ def root_metrics(pd) -> dict:
         out["normalized_cycles"] = 0
     for name in scalars:
         out.setdefault(name, 0)
+    lost = sum(getattr(pd, "lost", {}).values())
+    if lost:
+        out[LOST_METRIC] = lost
     return out
 
 

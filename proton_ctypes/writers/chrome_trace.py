@@ -40,6 +40,7 @@ import numpy as np
 
 from . import cycle_trace
 from ..tree import callpath
+from ..tree.export import LOST_METRIC
 from ..tree import metrics as tmetrics
 
 #: lane (``tid``) bases of libproton's trace writer
@@ -109,8 +110,13 @@ def _scope_head(ev, cache):
 
 
 def render(phase, device_type: str, device_block: dict) -> str:
-    """The phase as a chrome trace (the writer signature of :mod:`proton_ctypes.writers`)."""
-    return dumps(phase)
+    """The phase as a chrome trace (the writer signature of :mod:`proton_ctypes.writers`); records
+    lost while the session ran are counted in ``otherData.lost_records`` (only when some were)."""
+    text = dumps(phase)
+    lost = sum(getattr(phase, "lost", {}).values())
+    if lost and text.startswith("{"):
+        text = f'{{"otherData":{{"{LOST_METRIC}":{lost}}},' + text[1:]
+    return text
 
 
 def dumps(pd) -> str:

@@ -111,7 +111,7 @@ class FakeCupti:
 
     def __init__(self, version=130001, record_size=None, multiple_subscribers=False, drop_records=0,
                  clock_offset_ns=0, api_record_mode="real", defer_kernels=False, fail=None,
-                 refuse_domains=(), graph_exec_created=True):
+                 refuse_domains=(), graph_exec_created=True, per_thread_buffers=True):
         self.version = version
         self.record_size = record_size or (216 if version >= 130000 else 208)
         self.multiple_subscribers = multiple_subscribers
@@ -122,6 +122,10 @@ class FakeCupti:
         self.fail = dict(fail or {})
         self.refuse_domains = set(refuse_domains)
         self.graph_exec_created = graph_exec_created
+        #: CUPTI's default (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER = 1): every launching
+        #: thread writes into a buffer of its own, kept (also after the thread ends) until it is
+        #: full or flushed; False: one buffer shared by every thread
+        self.per_thread_buffers = per_thread_buffers
         #: NVTX_INJECTION64_PATH as NVTX read it at its first call (None: no NVTX call yet)
         self.nvtx_injection = None
         self.nvtx_calls = 0
@@ -143,7 +147,7 @@ class FakeCupti:
         self._keep = []
         self._ext_stacks = {}
         self._deferred = []
-        self._buf = None           # [address, size, used]
+        self._bufs = {}            # owner (thread id, or 0 when shared) -> [address, size, used]
         self._lock = threading.RLock()
         self._queue = queue.Queue()
         self._worker = threading.Thread(target=self._complete_worker, name="fake-cupti-worker", daemon=True)
@@ -212,9 +216,10 @@ class FakeCupti:
             return code
         with self._lock:
             self._write_deferred()
-            if self._buf is not None and self._buf[2]:
-                self._queue.put(tuple(self._buf))
-                self._buf = None
+            for owner, buf in list(self._bufs.items()):
+                if buf[2]:
+                    self._queue.put(tuple(buf))
+                    del self._bufs[owner]
         self._queue.join()
         return 0
 
@@ -475,14 +480,14 @@ class FakeCupti:
         record = prefix + bytes(self.record_size - len(prefix))
         with self._lock:
             if self.defer_kernels:
-                self._deferred.append(record)
+                self._deferred.append((record, self._owner()))
             else:
                 self._write(record)
 
     def _write_deferred(self):
         deferred, self._deferred = self._deferred, []
-        for record in deferred:
-            self._write(record)
+        for record, owner in deferred:
+            self._write(record, owner)
 
     def _api_enabled(self, kind, cbid):
         if self.api_record_mode == "none" or kind not in self.kinds:
@@ -500,12 +505,24 @@ class FakeCupti:
     def _size_of(self, kind):
         return {KIND_KERNEL: self.record_size, KIND_DRIVER: 40, KIND_RUNTIME: 40, KIND_EXTCORR: 24}.get(kind)
 
-    def _write(self, record: bytes):
+    def _owner(self):
+        """Whose buffer the calling thread writes into."""
+        return threading.get_native_id() if self.per_thread_buffers else 0
+
+    @property
+    def buffers_held(self) -> int:
+        """Buffers CUPTI holds now (one per thread that wrote since the last flush)."""
+        return len(self._bufs)
+
+    def _write(self, record: bytes, owner=None):
+        owner = self._owner() if owner is None else owner
         with self._lock:
-            if self._buf is not None and self._buf[2] + len(record) > self._buf[1]:
-                self._queue.put(tuple(self._buf))
-                self._buf = None
-            if self._buf is None:
+            buf = self._bufs.get(owner)
+            if buf is not None and buf[2] + len(record) > buf[1]:
+                self._queue.put(tuple(buf))
+                del self._bufs[owner]
+                buf = None
+            if buf is None:
                 if self.request is None:
                     self.dropped += 1
                     return
@@ -514,33 +531,36 @@ class FakeCupti:
                 if not address.value or size.value < len(record):
                     self.dropped += 1
                     return
-                self._buf = [address.value, size.value, 0]
-            address, _, used = self._buf
+                buf = self._bufs[owner] = [address.value, size.value, 0]
+            address, _, used = buf
             ctypes.memmove(address + used, record, len(record))
-            self._buf[2] = used + len(record)
+            buf[2] = used + len(record)
 
     def _write_rows(self, rows):
         """Copy whole rows (each a run of records) into buffers, as many per buffer as fit."""
         width = rows.shape[1]
+        owner = self._owner()
         i = 0
         while i < rows.shape[0]:
             with self._lock:
-                if self._buf is not None and self._buf[1] - self._buf[2] < width:
-                    self._queue.put(tuple(self._buf))
-                    self._buf = None
-                if self._buf is None:
+                buf = self._bufs.get(owner)
+                if buf is not None and buf[1] - buf[2] < width:
+                    self._queue.put(tuple(buf))
+                    del self._bufs[owner]
+                    buf = None
+                if buf is None:
                     address, size, max_records = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
                     self.request(ctypes.byref(address), ctypes.byref(size), ctypes.byref(max_records))
                     if not address.value or size.value < width:
                         self.dropped += 2                   # CUPTI drops what it cannot store
                         i += 1
                         continue
-                    self._buf = [address.value, size.value, 0]
-                address, size, used = self._buf
+                    buf = self._bufs[owner] = [address.value, size.value, 0]
+                address, size, used = buf
                 m = min((size - used) // width, rows.shape[0] - i)
                 chunk = rows[i:i + m]
                 ctypes.memmove(address + used, chunk.ctypes.data, m * width)
-                self._buf[2] = used + m * width
+                buf[2] = used + m * width
                 i += m
 
     def _complete_worker(self):

@@ -1,44 +1,82 @@
-"""Activity buffers owned by us: a bounded, recycled pool of 8-byte aligned numpy arrays.
+"""Activity buffers owned by us: a pool of 8-byte aligned numpy arrays that grows with the threads.
 
 CUPTI asks for an empty buffer through the *request* callback and hands it back full
 through the *complete* callback, on a CUPTI-owned thread.  The complete callback only
 appends ``(address, valid_bytes)`` to a deque (atomic under the GIL) and pokes an event;
 parsing happens later on a Python thread, which then calls :meth:`BufferPool.release`.
 
-Memory is bounded: at most ``max_buffers`` buffers exist at once.  When all are out
-(the parser has fallen behind), the request callback declines (``*buffer = NULL``) and
-CUPTI drops records, which CUPTI counts and :class:`~proton_ctypes.backends.cupti.CuptiBackend` reports; we
-count the refusals too.
+**CUPTI keeps one buffer per launching thread** (its per-thread activity buffers, on by
+default): every thread that launches holds a buffer of its own, and its records go
+nowhere else.  So the pool never caps the number of buffers by a small constant -- a
+request declined there loses that thread's kernels.  It grows as threads need buffers,
+and only a ceiling that protects the machine (:func:`buffer_limit_bytes`: an eighth of the
+physical memory by default, ``PROTON_CTYPES_BUFFER_LIMIT_MB`` to set it) stops it.  After
+each parse the free list is trimmed to what the threads hold (:meth:`BufferPool.trim`),
+so the memory follows the threads.
 
-CUPTI before API version 27 can crash when a request is declined, so there
-(``can_decline=False``) the pool hands out a *spare* buffer instead: allocated beyond
-``max_buffers`` only while every pool buffer is out, never parsed, its records counted as
-dropped by the consumer (:meth:`is_spare`) and the buffer recycled as a spare.  Either way
-the records beyond the bound are lost and counted; only the older CUPTI costs a few
-spare buffers more.
+At the ceiling, a request gets a *spare* buffer: allocated beyond the ceiling only while
+every pool buffer is out, never attributed, its records counted as lost by the consumer
+(:meth:`BufferPool.is_spare`) and the buffer recycled as a spare -- so a loss is always
+counted, never silent.  Only when even a spare cannot be had (more than
+:data:`MAX_SPARES` out, or no memory) is a request declined, and then CUPTI drops the
+records (we count the declined requests).  CUPTI before API version 27 can crash on a
+declined request, so there (``can_decline=False``) spares are never refused.
 """
 from __future__ import annotations
 
 import collections
+import os
 import threading
+from typing import Optional
 
 import numpy as np
 
 from .layout import RECORD_ALIGNMENT
 from .lib import BUFFER_COMPLETE_FUNC, BUFFER_REQUEST_FUNC
 
-DEFAULT_BUFFER_BYTES = 4 << 20
-DEFAULT_MAX_BUFFERS = 12          # 48 MiB at most
+MIB = 1 << 20
+DEFAULT_BUFFER_BYTES = 4 * MIB
+#: the ceiling on buffer memory, in MiB (environment), else physical memory / LIMIT_FRACTION
+LIMIT_ENV = "PROTON_CTYPES_BUFFER_LIMIT_MB"
+LIMIT_FRACTION = 8
+#: the ceiling where the physical memory cannot be read
+FALLBACK_LIMIT_BYTES = 4096 * MIB
 MIN_BUFFERS = 2                   # one with CUPTI while the other waits to be parsed
+#: free buffers kept for reuse beyond those out (CUPTI asks for the next one before it returns the last)
+MIN_FREE_KEPT = 2
+#: spare buffers out at once at most where a request may be declined
+MAX_SPARES = 64
 ALIGNMENT = RECORD_ALIGNMENT      # CUPTI's ACTIVITY_RECORD_ALIGNMENT
+
+
+def buffer_limit_bytes(environ=None) -> int:
+    """The ceiling on activity-buffer memory: ``PROTON_CTYPES_BUFFER_LIMIT_MB`` if set, else an
+    eighth of the physical memory (:data:`FALLBACK_LIMIT_BYTES` where that cannot be read)."""
+    env = os.environ if environ is None else environ
+    value = env.get(LIMIT_ENV, "").strip()
+    if value:
+        try:
+            mb = float(value)
+        except ValueError:
+            raise ValueError(f"{LIMIT_ENV}={value!r}: expected a number of MiB") from None
+        if mb <= 0:
+            raise ValueError(f"{LIMIT_ENV}={value!r}: expected a positive number of MiB")
+        return int(mb * MIB)
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // LIMIT_FRACTION
+    except (ValueError, OSError, AttributeError):
+        return FALLBACK_LIMIT_BYTES
 
 
 class BufferPool:
     """A pool of activity buffers plus the two ctypes callbacks CUPTI calls."""
 
-    def __init__(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, max_buffers: int = DEFAULT_MAX_BUFFERS,
+    def __init__(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, max_buffers: Optional[int] = None,
                  can_decline: bool = True):
-        """``can_decline``: whether a request may be declined (CUPTI >= 27); else spares are handed out."""
+        """``max_buffers``: the ceiling in buffers (default: :func:`buffer_limit_bytes` worth);
+        ``can_decline``: whether a request may be declined (CUPTI >= 27)."""
+        if max_buffers is None:
+            max_buffers = max(MIN_BUFFERS, buffer_limit_bytes() // max(1, int(buffer_bytes)))
         if buffer_bytes % ALIGNMENT or buffer_bytes <= 0 or max_buffers < MIN_BUFFERS:
             raise ValueError("buffer_bytes must be a positive multiple of 8 and max_buffers >= 2")
         self.buffer_bytes = int(buffer_bytes)
@@ -54,24 +92,30 @@ class BufferPool:
         self.completed = collections.deque()
         #: Set by the complete callback; a consumer thread may wait on it.
         self.wake = threading.Event()
-        #: Requests declined because every buffer was out.
+        #: Requests declined (no spare could be had).
         self.refused = 0
-        #: Requests answered with a spare buffer (CUPTI < 27) because every buffer was out.
+        #: Requests answered with a spare buffer because the pool was at its ceiling.
         self.spared = 0
         self.requests = 0
         self.completions = 0
+        #: The most buffers out at once (with CUPTI or awaiting parse).
+        self.peak_outstanding = 0
         # The ctypes callbacks: keep references for the life of the process (CUPTI keeps the pointers).
         self.request_callback = BUFFER_REQUEST_FUNC(self._on_request)
         self.complete_callback = BUFFER_COMPLETE_FUNC(self._on_complete)
 
     # ------------------------------------------------------------------ called by CUPTI
     def _on_request(self, p_buffer, p_size, p_max_records):
-        """CUPTI wants an empty buffer: hand out a free one, allocate one, decline, or hand out a spare."""
+        """CUPTI wants an empty buffer: a free one, a new one, a spare at the ceiling, else decline."""
         self.requests += 1
-        view = self._take()
-        if view is None and not self.can_decline:
-            self.spared += 1
-            view = self._take_spare()
+        try:
+            view = self._take()
+            if view is None:
+                view = self._take_spare()
+                if view is not None:
+                    self.spared += 1
+        except MemoryError:
+            view = None
         if view is None:
             self.refused += 1
             p_buffer[0] = None
@@ -93,30 +137,34 @@ class BufferPool:
         pad = (-raw.ctypes.data) % ALIGNMENT
         return raw[pad:pad + self.buffer_bytes]
 
+    def _hand_out(self, view: np.ndarray) -> np.ndarray:
+        self._out[view.ctypes.data] = view
+        if len(self._out) > self.peak_outstanding:
+            self.peak_outstanding = len(self._out)
+        return view
+
     def _take(self):
         with self._lock:
             if self._free:
-                view = self._free.pop()
-            elif self._allocated < self.max_buffers:
-                view = self._new_view()
-                self._allocated += 1
-            else:
+                return self._hand_out(self._free.pop())
+            if self._allocated >= self.max_buffers:
                 return None
-            self._out[view.ctypes.data] = view
-            return view
+            view = self._new_view()
+            self._allocated += 1
+            return self._hand_out(view)
 
     def _take_spare(self):
         with self._lock:
             if self._spare_free:
-                view = self._spare_free.pop()
-            else:
-                view = self._new_view()
-                self._spares.add(view.ctypes.data)
-            self._out[view.ctypes.data] = view
-            return view
+                return self._hand_out(self._spare_free.pop())
+            if self.can_decline and len(self._spares) >= MAX_SPARES:
+                return None
+            view = self._new_view()
+            self._spares.add(view.ctypes.data)
+            return self._hand_out(view)
 
     def is_spare(self, address: int) -> bool:
-        """Whether ``address`` is a spare buffer: its records are to be counted as dropped, not parsed."""
+        """Whether ``address`` is a spare buffer: its records are to be counted as lost, not parsed."""
         return address in self._spares
 
     def array(self, address: int) -> np.ndarray:
@@ -134,6 +182,17 @@ class BufferPool:
             if view is not None:
                 (self._spare_free if address in self._spares else self._free).append(view)
 
+    def trim(self) -> None:
+        """Free the buffers nobody needs: keep as many free buffers as are out (at least
+        :data:`MIN_FREE_KEPT`), and no free spare at all."""
+        with self._lock:
+            keep = max(MIN_FREE_KEPT, len(self._out))
+            while len(self._free) > keep:
+                self._free.pop()
+                self._allocated -= 1
+            while self._spare_free:
+                self._spares.discard(self._spare_free.pop().ctypes.data)
+
     def take_completed(self) -> list:
         """Remove and return every completed ``(address, valid)`` pair queued so far."""
         out = []
@@ -142,19 +201,28 @@ class BufferPool:
             out.append(completed.popleft())
         return out
 
+    def low(self, margin: int) -> bool:
+        """Whether no more than ``margin`` buffers can still be handed out below the ceiling."""
+        return self.max_buffers - len(self._out) <= margin
+
     @property
     def allocated_bytes(self) -> int:
-        """Bytes of buffer memory allocated so far (``max_buffers`` buffers at most, plus any spares)."""
+        """Bytes of buffer memory held now (pool buffers, free or out, plus spares)."""
         return (self._allocated + len(self._spares)) * (self.buffer_bytes + ALIGNMENT)
 
     @property
+    def limit_bytes(self) -> int:
+        """The ceiling on pool buffer memory."""
+        return self.max_buffers * self.buffer_bytes
+
+    @property
     def allocated(self) -> int:
-        """Pool buffers allocated so far (never more than ``max_buffers``; spares not counted)."""
+        """Pool buffers held now (never more than ``max_buffers``; spares not counted)."""
         return self._allocated
 
     @property
     def spares(self) -> int:
-        """Spare buffers allocated so far (CUPTI < 27 only)."""
+        """Spare buffers held now."""
         return len(self._spares)
 
     @property

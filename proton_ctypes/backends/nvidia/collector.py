@@ -30,6 +30,11 @@ from .parse import BufferParser, concat_columns, record_count
 
 #: Parse at once when no more than this many pool buffers are left to hand out.
 LOW_FREE_BUFFERS = 2
+#: Reclaim (``cuptiActivityFlushAll(0)``) when more buffers than Python threads plus this are
+#: out: CUPTI keeps a buffer per thread, also for threads that have exited, until a flush.
+RECLAIM_SLACK_BUFFERS = 8
+#: ... at most once per this many seconds.
+RECLAIM_INTERVAL_S = 1.0
 #: The thread's wait between checks when nothing wakes it (no periodic flushing).
 IDLE_WAIT_S = 0.5
 #: Seconds :meth:`Collector.stop_thread` waits for the thread.
@@ -54,9 +59,13 @@ class Collector:
         #: the kernel record size: the version table's until CUPTI's walk measured it
         self.kernel_stride = L.expected_kernel_stride(lib.version)
         self.stride_source = "version table"
-        #: records CUPTI dropped (``cuptiActivityGetNumDroppedRecords``), and records of spare buffers
+        #: records CUPTI dropped (``cuptiActivityGetNumDroppedRecords``), and records (kernel
+        #: records among them) of spare buffers handed out at the pool's ceiling
         self.cupti_dropped = 0
         self.spare_dropped = 0
+        self.spare_kernels = 0
+        #: flushes made to get back the buffers of threads that stopped launching
+        self.reclaims = 0
         self.parser: Optional[BufferParser] = None
         self.joiner: Optional[Joiner] = None
         self.hub: Optional[CallbackHub] = None
@@ -109,6 +118,7 @@ class Collector:
         except Exception:
             pass
         next_flush = time.monotonic() + interval
+        next_reclaim = time.monotonic() + RECLAIM_INTERVAL_S
         wake, stop = self.pool.wake, self.stop_event
         while not stop.is_set():
             timeout = max(0.0, next_flush - time.monotonic()) if periodic else IDLE_WAIT_S
@@ -117,8 +127,13 @@ class Collector:
             if stop.is_set():
                 break
             try:
-                if periodic and time.monotonic() >= next_flush:
-                    next_flush = time.monotonic() + interval
+                now = time.monotonic()
+                if periodic and now >= next_flush:
+                    next_flush = now + interval
+                    self.lib.flush_all()
+                elif now >= next_reclaim and self.reclaim_due():
+                    next_reclaim = now + RECLAIM_INTERVAL_S
+                    self.reclaims += 1
                     self.lib.flush_all()
                 if periodic or self.parse_due():
                     self.drain(hold=True)
@@ -131,8 +146,12 @@ class Collector:
         waiting = len(pool.completed)
         if not waiting:
             return False
-        free = pool.max_buffers - pool.outstanding
-        return waiting >= self.parse_batch_buffers or free <= LOW_FREE_BUFFERS
+        return waiting >= self.parse_batch_buffers or pool.low(LOW_FREE_BUFFERS)
+
+    def reclaim_due(self) -> bool:
+        """More buffers out than the threads that could hold them: some belong to threads
+        that stopped launching (or exited), and only a flush gives them back."""
+        return self.pool.outstanding - len(self.pool.completed) > threading.active_count() + RECLAIM_SLACK_BUFFERS
 
     # ------------------------------------------------------------------ the drain
     def drain(self, hold: bool) -> None:
@@ -156,6 +175,7 @@ class Collector:
                     pool.release(address)
                 if pool.is_spare(address):
                     self.spare_dropped += record_count(parts)
+                    self.spare_kernels += record_count(parts, L.KIND_CONCURRENT_KERNEL)
                     continue
                 for kind, cols in parts.items():
                     if kind == L.KIND_CONCURRENT_KERNEL:
@@ -170,6 +190,7 @@ class Collector:
             joiner.add_external(concat_columns(ext))
             joiner.add_python(self.hub.take_python_entries())
             batch = joiner.join(concat_columns(kernels), hold=hold)
+            pool.trim()
             self.cupti_dropped += self.lib.dropped_records()
             self._check_api_records()
             t2 = time.perf_counter()
@@ -208,7 +229,8 @@ class Collector:
     def stats(self) -> dict:
         """Stride, drop, parse and join counters."""
         out = {"kernel_stride": self.kernel_stride, "stride_source": self.stride_source,
-               "cupti_dropped": self.cupti_dropped, "spare_dropped": self.spare_dropped}
+               "cupti_dropped": self.cupti_dropped, "spare_dropped": self.spare_dropped,
+               "spare_kernels": self.spare_kernels, "reclaims": self.reclaims}
         if self.parser is not None:
             out.update({"parse_" + k: v for k, v in self.parser.stats.items()})
         if self.joiner is not None:

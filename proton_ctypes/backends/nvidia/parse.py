@@ -242,9 +242,10 @@ def _path_from_first(cand: np.ndarray, nxt: np.ndarray):
         jump = jump[jump]
 
 
-def record_count(parts: dict) -> int:
-    """The number of records in a :meth:`BufferParser.parse` result (kinds it does not parse are not counted)."""
-    return sum(len(next(iter(cols.values()))) for cols in parts.values())
+def record_count(parts: dict, kind=None) -> int:
+    """The number of records (of ``kind`` only, when given) in a :meth:`BufferParser.parse`
+    result; kinds it does not parse are not counted."""
+    return sum(len(next(iter(cols.values()))) for k, cols in parts.items() if kind is None or k == kind)
 
 
 def concat_columns(parts: list) -> dict:

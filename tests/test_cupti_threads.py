@@ -1,0 +1,114 @@
+"""Any number of launching threads: every kernel counted, or the loss said in one line and in the file.
+
+CUPTI keeps one activity buffer per launching thread (its per-thread buffers, on by default);
+the fake libcupti does the same (``FakeCupti(per_thread_buffers=True)``), also keeping the
+buffer of a thread that ended until a flush, as the worst case.
+"""
+import json
+import threading
+
+import pytest
+
+import proton_ctypes as proton
+from conftest import find, read_tree
+from fakes.fake_cupti import FakeCupti, FakeDriver
+from proton_ctypes.backends import select
+from proton_ctypes.backends.cupti import CuptiBackend
+from proton_ctypes.backends.nvidia import buffers, collector
+
+SMALL_BUFFER = 64 << 10            # ~250 launches per buffer: many buffers in a short test
+
+
+@pytest.fixture
+def cupti(request):
+    """The CUPTI backend over a fake with per-thread buffers; returns ``(fake, backend)``."""
+    fake = FakeCupti()
+    backend = CuptiBackend(lib=fake, driver=FakeDriver(fake), buffer_bytes=SMALL_BUFFER,
+                           **getattr(request, "param", {}))
+    select.register("cupti", lambda: backend)
+    yield fake, backend
+    proton.finalize()
+    select.unregister("cupti")
+
+
+def _launch_from_threads(fake, threads: int, launches: int, together: bool = True) -> None:
+    """``threads`` threads, each launching ``launches`` kernels inside ``scope("t<i>")``;
+    ``together``: all hold a buffer at once (a barrier after each one's first launch)."""
+    barrier = threading.Barrier(threads) if together else None
+
+    def run(i):
+        with proton.scope(f"t{i}"):
+            fake.launch("k")
+            if barrier is not None:
+                barrier.wait()
+            for _ in range(launches - 1):
+                fake.launch("k")
+    pool = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+
+
+def _counts(root, threads):
+    return [find(root, f"t{i}", "k")["metrics"]["count"] for i in range(threads)]
+
+
+@pytest.mark.parametrize("threads", [1, 16, 64])
+def test_every_thread_holding_a_buffer_at_once_gets_one_and_nothing_is_lost(cupti, threads, capfd):
+    fake, backend = cupti
+    proton.start("many", backend="cupti")
+    _launch_from_threads(fake, threads, 300)
+    peak = backend.pool.peak_outstanding
+    proton.finalize()
+    root = read_tree("many.hatchet")[0]
+    assert _counts(root, threads) == [300] * threads
+    assert "lost_records" not in root["metrics"]
+    assert peak >= threads and backend.pool.refused == 0 and backend.pool.spared == 0
+    assert "misses data" not in capfd.readouterr().err
+
+
+def test_trace_data_from_many_threads_keeps_every_kernel(cupti):
+    fake, _ = cupti
+    proton.start("many", backend="cupti", data="trace")
+    _launch_from_threads(fake, 32, 100)
+    proton.finalize()
+    with open("many.chrome_trace") as f:
+        doc = json.load(f)
+    assert sum(1 for e in doc["traceEvents"] if e.get("cat") == "kernel") == 3200
+    assert "otherData" not in doc
+
+
+def test_threads_that_come_and_go_lose_nothing_and_their_buffers_come_back(cupti, monkeypatch):
+    fake, backend = cupti
+    monkeypatch.setattr(collector, "RECLAIM_INTERVAL_S", 0.0)
+    monkeypatch.setattr(collector, "IDLE_WAIT_S", 0.01)
+    python_threads = 6                           # this test's threads, whatever earlier tests left running
+    monkeypatch.setattr(threading, "active_count", lambda: python_threads)
+    proton.start("churn", backend="cupti")
+    for wave in range(30):                       # 30 waves of 4 short-lived threads
+        _launch_from_threads(fake, 4, 50, together=False)
+    busiest = backend.pool.outstanding
+    proton.finalize()
+    root = read_tree("churn.hatchet")[0]
+    assert sum(_counts(root, 4)) == 30 * 4 * 50
+    assert backend.collector.reclaims > 0
+    # the fake keeps every ended thread's buffer until a flush: without reclaiming, 120 would be out
+    assert busiest <= python_threads + collector.RECLAIM_SLACK_BUFFERS + 4 * 2
+
+
+@pytest.mark.parametrize("cupti", [{"max_buffers": 4}], indirect=True)
+def test_a_forced_ceiling_loses_records_and_says_how_many_in_one_line_and_in_the_file(cupti, capfd):
+    fake, backend = cupti
+    proton.start("capped", backend="cupti")
+    _launch_from_threads(fake, 8, 300)           # 8 threads hold a buffer each: 4 get spares
+    proton.finalize()
+    root = read_tree("capped.hatchet")[0]
+    counted = sum(k["metrics"]["count"] for t in root["children"] for k in t["children"])
+    lost_kernels = backend.collector.spare_kernels
+    assert lost_kernels > 0 and counted + lost_kernels == 8 * 300
+    assert root["metrics"]["lost_records"] == 2 * lost_kernels       # an API and a kernel record each
+    err = [line for line in capfd.readouterr().err.splitlines() if "proton_ctypes" in line]
+    assert err == [f"proton_ctypes: the profile 'capped' misses data: {2 * lost_kernels} activity records "
+                   f"({lost_kernels} of them kernels) found no room under the 0.25 MiB buffer ceiling "
+                   f"(raise {buffers.LIMIT_ENV})"]
