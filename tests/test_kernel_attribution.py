@@ -198,3 +198,31 @@ def test_python_context_kernel_hangs_under_launching_frame(mock):
         names.append(node["frame"]["name"])
     assert names[-1] == "pyk"
     assert any(n.endswith("@inner") for n in names)
+
+
+def test_a_thread_that_only_launches_keeps_the_starter_stack_of_its_first_launch(mock):
+    """As autograd's backward thread: it never enters a scope, so its stack is the starter
+    thread's copied at its first launch in the session, and stays so while the main thread moves
+    on (Proton copies a thread's stack at its first event)."""
+    proton.start("adopt", backend="mock")
+    go, done = threading.Event(), threading.Event()
+
+    def backward_thread():
+        for _ in range(3):
+            go.wait()
+            go.clear()
+            mock.launch("grad")
+            done.set()
+    t = threading.Thread(target=backward_thread)
+    t.start()
+    for step in ("degree5", "degree3", "degree4"):
+        with proton.scope(step):
+            with proton.scope("backward"):
+                go.set()
+                done.wait()
+                done.clear()
+    t.join()
+    proton.finalize()
+    root, _ = read_tree("adopt.hatchet")
+    assert find(root, "degree5", "backward", "grad")["metrics"]["count"] == 3
+    assert child_names(find(root, "degree3", "backward")) == []

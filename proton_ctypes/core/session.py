@@ -77,6 +77,9 @@ class Session:
         #: by native id (kernel records name the launching thread so)
         self.trace_threads = {}
         self.trace_native = {}
+        #: native thread id -> its first launch (ns) in the session, for threads whose launches
+        #: no view of their own covers: their stack is the starter's at that instant
+        self.first_launch: dict = {}
         #: the backend's losses when the session started, ``{what: count}`` (see ``Backend.lost``)
         self.lost_at_start: dict = {}
         #: the losses already reported on stderr

@@ -5,7 +5,8 @@ For every session using the backend that produced the batch:
 1. keep the rows launched inside one of the session's active windows;
 2. per launching thread, find the context node current at each launch time by
    ``np.searchsorted`` over the logs of that thread's views the session belonged to
-   (rows no view covers use the session's starter thread, then ROOT);
+   (rows no view of their thread covers get the starter thread's context at that thread's
+   first launch in the session, kept from then on; else ROOT);
 3. graft capture-time paths below replay-time paths for graph replays;
 4. group rows by (phase, context, kernel name) with ``np.unique`` and add count, time
    and device per group -- Python runs per distinct kernel node, never per kernel.
@@ -56,12 +57,16 @@ def context_codes(session, views_by_tid, tids, times):
         sub_done = np.zeros(len(sel), dtype=bool)
         _join_thread(session, views_by_tid, tid, times[sel], sub_out, sub_done)
         if not sub_done.all() and tid != session.starter_tid:
+            # a thread whose launches no view of its own covers (say autograd's, which never
+            # enters a scope): its stack is a copy of the starter thread's taken at its first
+            # launch in the session, and kept (Proton copies the stack at a thread's first event)
             rest = ~sub_done
-            alt = np.zeros(int(rest.sum()), dtype=np.int64)
-            alt_done = np.zeros(len(alt), dtype=bool)
-            _join_thread(session, views_by_tid, session.starter_tid, times[sel][rest], alt, alt_done)
-            alt[~alt_done] = callpath.ROOT
-            sub_out[rest] = alt
+            first = session.first_launch.setdefault(int(tid), int(times[sel][rest].min()))
+            alt = np.zeros(1, dtype=np.int64)
+            alt_done = np.zeros(1, dtype=bool)
+            _join_thread(session, views_by_tid, session.starter_tid, np.array([first], dtype=np.int64),
+                         alt, alt_done)
+            sub_out[rest] = alt[0] if alt_done[0] else callpath.ROOT
         out[sel] = sub_out
         done[sel] = True
     return out

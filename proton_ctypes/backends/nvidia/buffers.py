@@ -31,6 +31,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..threadstate import keep_thread_state
 from .layout import RECORD_ALIGNMENT
 from .lib import BUFFER_COMPLETE_FUNC, BUFFER_REQUEST_FUNC
 
@@ -107,6 +108,7 @@ class BufferPool:
     # ------------------------------------------------------------------ called by CUPTI
     def _on_request(self, p_buffer, p_size, p_max_records):
         """CUPTI wants an empty buffer: a free one, a new one, a spare at the ceiling, else decline."""
+        keep_thread_state()
         self.requests += 1
         try:
             view = self._take()
@@ -127,6 +129,7 @@ class BufferPool:
 
     def _on_complete(self, context, stream, address, size, valid):
         """CUPTI returns a buffer: enqueue it and wake the consumer.  Nothing else happens here."""
+        keep_thread_state()
         self.completed.append((address, valid))
         self.completions += 1
         self.wake.set()

@@ -37,6 +37,7 @@ import time
 import numpy as np
 
 from . import layout as L
+from ..threadstate import keep_thread_state
 from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_NVTX, CB_DOMAIN_RESOURCE, CB_SITE_ENTER,
                   DRIVER_LAUNCH_CBIDS, ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
                   NVTX_RANGE_POP, NVTX_RANGE_PUSH_A, RESOURCE_GRAPHEXEC_CREATED, RESOURCE_GRAPHNODE_CLONED,
@@ -195,6 +196,7 @@ class CallbackHub:
         driver, resource, nvtx = CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, CB_DOMAIN_NVTX
         if python_context is None:
             def callback(userdata, domain, cbid, data):
+                keep_thread_state()
                 if domain == resource:
                     on_resource(cbid, data)
                 elif domain == nvtx:
@@ -207,7 +209,10 @@ class CallbackHub:
         native_id = threading.get_native_id
         enter = CB_SITE_ENTER
 
+        keep = keep_thread_state
+
         def callback(userdata, domain, cbid, data):
+            keep()
             if domain == driver:
                 head = at(data)
                 if head.site == enter:

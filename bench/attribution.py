@@ -1,0 +1,215 @@
+"""What each way of tying kernels to their launches costs on a real model (GPU machine).
+
+Run on the H200::
+
+    python bench/attribution.py --rounds 5 --steps 60 --json bench/results/attribution-h200.json
+
+A transformer training step (``bench/models.py``'s model: cuBLAS GEMMs, AdamW's multi-tensor
+kernels, autograd's own launching thread) runs under the CUPTI backend alone -- no scope, no
+tree, a counting sink -- once per *recipe* (which activity kinds and callbacks are on), all
+in ONE process: every round runs every recipe once, in a shuffled order, each as
+``start -> steps -> synchronize -> stop``, next to a bare loop of the same round.  The figure
+per recipe is the median over rounds of (its seconds per step - the bare loop's of that
+round).  Per recipe it also reports the kernels delivered, how many of them found their
+launch (a launch-API record or a launch callback entry: the attribution's coverage), the
+API records written per (kind, cbid) -- what CUPTI really produced -- and the CPU seconds
+of the threads other than the main one (CUPTI's and ours).
+
+Recipes:
+
+* ``kernel_only``: kernel records alone (the floor: no attribution at all);
+* ``api_deny``: kernel + DRIVER + RUNTIME, every cbid but the launches denied (the recipe of
+  ``proton_ctypes`` up to now);
+* ``api_driver`` / ``api_runtime``: one API kind only (+ its deny list);
+* ``api_deny_all``: both kinds on, every cbid denied (does CUPTI pay per API call anyway?);
+* ``api_all``: both kinds, nothing denied (how many API calls a step makes, by cbid);
+* ``launch_callback``: kernel records + a Python callback on the driver's launch cbids
+  (what Proton does in C++).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+RECIPES = ("kernel_only", "api_deny", "api_driver", "api_runtime", "api_deny_all", "api_all", "launch_callback")
+CLOCK_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_s() -> dict:
+    """CPU seconds (user + system) of every thread of this process, by native id."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[int(tid)] = (int(fields[11]) + int(fields[12])) * CLOCK_TICK_S
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def enable(recipe: str):
+    """The backend's ``_enable_activity`` replacement for ``recipe``."""
+    from proton_ctypes.backends.nvidia import layout as L
+    from proton_ctypes.backends.nvidia.lib import DRIVER_LAUNCH_CBIDS, MAX_CBID, RUNTIME_LAUNCH_CBIDS
+
+    def on(lib, kinds, enabled):
+        for kind in kinds:
+            lib.enable_kind(kind)
+            enabled.append(kind)
+
+    def deny(lib, keep_driver, keep_runtime, driver=True, runtime=True):
+        for cbid in range(1, MAX_CBID):
+            if driver and cbid not in keep_driver:
+                lib.lib.cuptiActivityEnableDriverApi(cbid, 0)
+            if runtime and cbid not in keep_runtime:
+                lib.lib.cuptiActivityEnableRuntimeApi(cbid, 0)
+
+    keep_d, keep_r = set(DRIVER_LAUNCH_CBIDS.values()), set(RUNTIME_LAUNCH_CBIDS.values())
+    K, D, R = L.KIND_CONCURRENT_KERNEL, L.KIND_DRIVER, L.KIND_RUNTIME
+
+    def fn(backend):
+        lib, enabled = backend.lib, backend._enabled_kinds
+        if recipe in ("kernel_only", "launch_callback"):
+            on(lib, [K], enabled)
+        elif recipe == "api_deny":
+            on(lib, [K, D, R], enabled)
+            deny(lib, keep_d, keep_r)
+        elif recipe == "api_driver":
+            on(lib, [K, D], enabled)
+            deny(lib, keep_d, keep_r, runtime=False)
+        elif recipe == "api_runtime":
+            on(lib, [K, R], enabled)
+            deny(lib, keep_d, keep_r, driver=False)
+        elif recipe == "api_deny_all":
+            on(lib, [K, D, R], enabled)
+            deny(lib, set(), set())
+        elif recipe == "api_all":
+            on(lib, [K, D, R], enabled)
+        else:
+            raise ValueError(recipe)
+    return fn
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--recipes", default=",".join(RECIPES))
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    import torch
+    from models import transformer_step
+    from proton_ctypes.backends.cupti import CuptiBackend
+    from proton_ctypes.backends.nvidia import parse as P
+    from proton_ctypes.backends.nvidia import layout as L
+
+    step, _ = transformer_step(torch)
+    for _ in range(10):
+        step()
+    torch.cuda.synchronize()
+
+    records = collections.Counter()          # (kind, cbid) -> API records, for the current recipe
+    original_parse = P.BufferParser.parse
+
+    def counting_parse(self, buf, valid):
+        parts = original_parse(self, buf, valid)
+        for kind in (L.KIND_DRIVER, L.KIND_RUNTIME):
+            cols = parts.get(kind)
+            if cols:
+                for cbid, n in collections.Counter(cols["cbid"].tolist()).items():
+                    records[(kind, cbid)] += n
+        return parts
+    P.BufferParser.parse = counting_parse
+
+    backend = CuptiBackend()
+    delivered = [0, 0]                       # kernels, kernels with their launch found
+
+    def sink(batch):
+        delivered[0] += len(batch)
+        delivered[1] += int(((batch["tid"] >= 0) | (batch["py_node"] >= 0)).sum())
+
+    def loop(n):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / n
+
+    main_tid = threading.get_native_id()
+    recipes = [r for r in a.recipes.split(",") if r]
+    results = {r: {"over": [], "kernels": [], "found": [], "other_cpu_s": [], "main_cpu_s": []} for r in recipes}
+    bare = []
+    hist = {}
+    for rnd in range(a.rounds):
+        order = ["bare"] + recipes
+        random.Random(rnd).shuffle(order)
+        per = {}
+        for r in order:
+            if r == "bare":
+                per[r] = loop(a.steps)
+                continue
+            backend._enable_activity = (lambda fn: (lambda lib: fn(backend)))(enable(r))
+            records.clear()
+            delivered[0] = delivered[1] = 0
+            cpu0 = thread_cpu_s()
+            backend.start(sink, "", python_context=(lambda: 0) if r == "launch_callback" else None)
+            per[r] = loop(a.steps)
+            backend.stop()
+            cpu1 = thread_cpu_s()
+            res = results[r]
+            res["kernels"].append(delivered[0])
+            res["found"].append(delivered[1])
+            res["main_cpu_s"].append(cpu1.get(main_tid, 0) - cpu0.get(main_tid, 0))
+            res["other_cpu_s"].append(sum(v - cpu0.get(t, 0) for t, v in cpu1.items() if t != main_tid))
+            hist[r] = {f"{'driver' if k == L.KIND_DRIVER else 'runtime'}:{c}": n
+                       for (k, c), n in records.most_common(40)}
+        bare.append(per["bare"])
+        for r in recipes:
+            results[r]["over"].append(per[r] - per["bare"])
+        print(f"round {rnd}: bare {per['bare'] * 1e3:.2f} ms/step; " +
+              ", ".join(f"{r} {(per[r] - per['bare']) * 1e3:+.2f}" for r in recipes), file=sys.stderr, flush=True)
+
+    rows = [{"case": "transformer step, session only", "impl": "bare",
+             "us_per_op": round(statistics.median(bare) * 1e6, 1), "overhead_us": None,
+             "ratio_to_proton": None, "finalize_s": None}]
+    print(f"{'recipe':16s} {'overhead ms/step':>16s} {'kernels/step':>12s} {'found %':>8s} {'API rec/step':>12s} "
+          f"{'other CPU ms/step':>17s}")
+    for r in recipes:
+        res = results[r]
+        over = statistics.median(res["over"])
+        kernels = statistics.median(res["kernels"]) / a.steps
+        found = 100.0 * sum(res["found"]) / max(1, sum(res["kernels"]))
+        api = sum(hist.get(r, {}).values()) / a.steps
+        other = statistics.median(res["other_cpu_s"]) / a.steps
+        print(f"{r:16s} {over * 1e3:+16.3f} {kernels:12.1f} {found:8.1f} {api:12.1f} {other * 1e3:17.3f}")
+        rows.append({"case": "transformer step, session only", "impl": "proton_ctypes", "recipe": r,
+                     "us_per_op": round((statistics.median(bare) + over) * 1e6, 1),
+                     "overhead_us": round(over * 1e6, 1), "ratio_to_proton": None, "finalize_s": None,
+                     "overhead_rounds_us": [round(x * 1e6, 1) for x in res["over"]],
+                     "kernels_per_step": kernels, "launch_found_pct": round(found, 2),
+                     "api_records_per_step": round(api, 2), "api_records_by_cbid": hist.get(r, {}),
+                     "other_threads_cpu_ms_per_step": round(other * 1e3, 3),
+                     "main_thread_cpu_ms_per_step": round(statistics.median(res["main_cpu_s"]) / a.steps * 1e3, 3)})
+    if a.json:
+        doc = {"machine": platform.node(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
+               "command": "python " + " ".join(sys.argv), "steps": a.steps, "rounds": a.rounds, "rows": rows}
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,387 @@
+"""Real models on a GPU: bare, real Proton and proton_ctypes, side by side.
+
+Run on the H200 (one invocation does everything)::
+
+    python bench/models.py --rounds 3 --json bench/results/models-h200.json
+
+Cases (``--cases`` takes ``|``-separated substrings of their names):
+
+* a ``torch.nn.TransformerEncoder`` training step (6 layers, d_model 512, 8 heads,
+  feed-forward 2048, batch 32 x 128 tokens, AdamW): ``eager`` with scopes per phase
+  (forward / loss / backward / optimizer) and per layer (forward pre/post hooks);
+  ``compile`` (``torch.compile``, phase scopes outside the compiled region); ``python``
+  (the eager case under ``context="python"``); ``no scopes`` (a session and nothing else);
+* a small dynamic network of our own (a polynomial whose degree is drawn per step, as in
+  Proton's ``dynamic-net`` tutorial), ``eager`` and ``inductor``;
+* a matmul autotune loop with ``hook="triton"`` and ``launch_metadata`` (the autotuner runs
+  inside the profiled region and times itself, so only call paths and metric names are
+  compared there, not counts).
+
+Each implementation runs in its own process per round (``--worker``), the processes
+alternate, and inside each process every case runs ``--chunks`` pairs: a bare chunk of
+steps, then the same number of steps in a session started and finalized around them (the
+H200's speed drifts within a process and from process to process, so each profiled chunk is
+compared with the bare chunk right before it).  ``overhead_us`` is the median over all
+pairs of (profiled - bare) per step, ``ratio_to_proton`` ours / Proton's.  Every profiled
+file's kernels are counted per call path; ``kernels`` is ours, ``expected_kernels``
+Proton's, and ``paths_match`` says whether the two files have the same kernel count on
+every call path (random seeds fixed).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IMPLS = ("proton", "proton_ctypes")
+TRANSFORMER = dict(layers=6, d_model=512, heads=8, ff=2048, batch=32, tokens=128)
+DYNAMIC_POINTS = 2000
+MATMUL_SIZE = 1024
+#: case name -> (model, steps, start kwargs, scopes on)
+CASES = {
+    "transformer eager, scopes per phase and layer": ("transformer", 150, {}, True),
+    "transformer compile, scopes outside": ("transformer_compiled", 150, {}, True),
+    'transformer eager, context="python"': ("transformer", 100, {"context": "python"}, True),
+    "transformer eager, no scopes": ("transformer", 150, {}, False),
+    "dynamic net eager": ("dynamic", 400, {}, True),
+    "dynamic net inductor": ("dynamic_compiled", 400, {}, True),
+    'matmul autotune, hook="triton", launch_metadata': ("matmul", 300, {"hook": "triton"}, True),
+}
+#: cases whose kernel counts depend on timing (the autotuner): compared by paths and metric names
+TIMED_CASES = ('matmul autotune, hook="triton", launch_metadata',)
+WARMUP_STEPS = 10
+
+
+# ============================================================================ models
+def transformer_step(torch, proton=None, compiled=False):
+    """``(step, model)``: one training step of the transformer (scopes through ``proton`` when given)."""
+    torch.manual_seed(0)
+    cfg = TRANSFORMER
+    layer = torch.nn.TransformerEncoderLayer(cfg["d_model"], cfg["heads"], cfg["ff"], batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, cfg["layers"], enable_nested_tensor=False).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(cfg["batch"], cfg["tokens"], cfg["d_model"], device="cuda")
+    target = torch.randn_like(x)
+    run = torch.compile(model) if compiled else model
+    if proton is not None and not compiled:
+        for i, mod in enumerate(model.layers):
+            # hooks must return None (a value would replace the layer's input / output)
+            mod.register_forward_pre_hook(lambda m, a, name=f"layer{i}": None if proton.enter_scope(name) else None)
+            mod.register_forward_hook(lambda m, a, out, name=f"layer{i}": None if proton.exit_scope(name) else None)
+
+    def plain():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(run(x), target)
+        loss.backward()
+        opt.step()
+
+    if proton is None:
+        return plain, model
+    scope = proton.scope
+
+    def scoped():
+        opt.zero_grad(set_to_none=True)
+        with scope("forward"):
+            out = run(x)
+        with scope("loss"):
+            loss = torch.nn.functional.mse_loss(out, target)
+        with scope("backward"):
+            loss.backward()
+        with scope("optimizer"):
+            opt.step()
+    return scoped, model
+
+
+def dynamic_step(torch, proton=None, compiled=False):
+    """One step of a polynomial fit whose degree is drawn per step (seeded)."""
+    torch.manual_seed(0)
+    rng = random.Random(0)
+
+    class Poly(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.coef = torch.nn.Parameter(torch.randn(6))
+
+        def forward(self, x, degree: int):
+            y = self.coef[0] + self.coef[1] * x
+            for k in range(2, degree + 1):
+                y = y + self.coef[k] * x ** k
+            return y
+
+    model = Poly().cuda()
+    run = torch.compile(model) if compiled else model
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+    x = torch.linspace(-1.0, 1.0, DYNAMIC_POINTS, device="cuda")
+    y = torch.sin(3 * x)
+    scope = proton.scope if proton is not None else None
+
+    def step():
+        degree = rng.randint(3, 5)
+        opt.zero_grad(set_to_none=True)
+        if scope is None:
+            loss = (run(x, degree) - y).pow(2).sum()
+            loss.backward()
+            opt.step()
+            return
+        with scope(f"degree{degree}"):
+            with scope("forward"):
+                loss = (run(x, degree) - y).pow(2).sum()
+            with scope("backward"):
+                loss.backward()
+            with scope("optimizer"):
+                opt.step()
+    return step, model
+
+
+def matmul_step(torch, proton=None, compiled=False):
+    """A matmul of a fresh autotuned Triton kernel (autotuning happens in the first steps)."""
+    import triton
+    import triton.language as tl
+
+    def metadata(grid, kernel, args):
+        m, n, k = args["M"], args["N"], args["K"]
+        return {"name": f"matmul_{m}x{n}x{k}", "flops16": 2.0 * m * n * k, "bytes": 2 * (m * k + k * n + m * n)}
+
+    configs = [triton.Config({"BM": bm, "BN": bn, "BK": 64}, num_warps=w)
+               for bm, bn, w in ((64, 64, 4), (128, 64, 4), (128, 128, 8))]
+
+    @triton.autotune(configs=configs, key=["M", "N", "K"])
+    @triton.jit(launch_metadata=metadata)
+    def matmul(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            x = tl.load(a + rm[:, None] * K + (k0 + rk)[None, :])
+            w = tl.load(b + (k0 + rk)[:, None] * N + rn[None, :])
+            acc += tl.dot(x, w)
+        tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+    torch.manual_seed(0)
+    n = MATMUL_SIZE
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+
+    def grid(meta):
+        return (n // meta["BM"], n // meta["BN"])
+    scope = proton.scope if proton is not None else None
+
+    def step():
+        if scope is None:
+            matmul[grid](a, b, c, n, n, n)
+            return
+        with scope("matmul"):
+            matmul[grid](a, b, c, n, n, n)
+    return step, None
+
+
+MODELS = {
+    "transformer": lambda torch, proton: transformer_step(torch, proton),
+    "transformer_compiled": lambda torch, proton: transformer_step(torch, proton, compiled=True),
+    "dynamic": lambda torch, proton: dynamic_step(torch, proton),
+    "dynamic_compiled": lambda torch, proton: dynamic_step(torch, proton, compiled=True),
+    "matmul": lambda torch, proton: matmul_step(torch, proton),
+}
+
+
+# ============================================================================ worker
+def kernel_paths(path: str) -> dict:
+    """``{call path: count}`` of every kernel node of a hatchet file, and ``{metric names}``."""
+    with open(path) as f:
+        root = json.load(f)[0]
+    out, metrics = {}, set()
+    stack = [(root, "")]
+    while stack:
+        node, prefix = stack.pop()
+        here = f"{prefix}/{_frame(node['frame']['name'])}"
+        m = node.get("metrics", {})
+        metrics.update(k for k in m if k != "lost_records")
+        if "device_id" in m:
+            out[here] = out.get(here, 0) + int(m.get("count", 0))
+        stack.extend((c, here) for c in node.get("children", []))
+    return {"paths": out, "metrics": sorted(metrics)}
+
+
+def _frame(name: str) -> str:
+    """A frame name with the profiler's own file paths (Proton's or ours) made comparable."""
+    for marker in ("triton/profiler/", "proton_ctypes/"):
+        if marker in name:
+            return "<profiler frame>"
+    return name
+
+
+def worker(impl: str, cases: list, chunks: int) -> dict:
+    """One process: per case, ``chunks`` pairs of (a bare chunk of steps, the same number of steps
+    in a session started and finalized around them); returns the figures."""
+    import torch
+    if impl == "proton":
+        import triton.profiler as proton
+    else:
+        sys.path.insert(0, ROOT)
+        import proton_ctypes as proton
+    tmp = tempfile.mkdtemp()
+    out = {}
+    for case in cases:
+        model, steps, start, scoped = CASES[case]
+        build = MODELS[model]
+        per_chunk = max(1, steps // chunks)
+
+        def timed(step, n):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                step()
+            torch.cuda.synchronize()
+            return time.perf_counter() - t0
+
+        fresh = model == "matmul"          # a fresh autotuner per chunk: it tunes inside the session
+        bare_step, _ = build(torch, None)
+        prof_step, _ = build(torch, proton if scoped else None)
+        if not fresh:                      # compile and warm up outside every timed chunk
+            timed(bare_step, WARMUP_STEPS)
+            timed(prof_step, WARMUP_STEPS)
+        res = {"bare_s": [], "wall_s": [], "finalize_s": [], "steps": per_chunk, "paths": {}, "metrics": []}
+        for k in range(chunks):
+            if fresh:
+                bare_step, _ = build(torch, None)
+                prof_step, _ = build(torch, proton if scoped else None)
+            res["bare_s"].append(timed(bare_step, per_chunk))
+            name = os.path.join(tmp, f"{model}_{len(out)}_{k}")
+            proton.start(name, **start)
+            res["wall_s"].append(timed(prof_step, per_chunk))
+            t0 = time.perf_counter()
+            proton.finalize()
+            res["finalize_s"].append(time.perf_counter() - t0)
+            got = kernel_paths(name + ".hatchet")
+            for path, n in got["paths"].items():
+                res["paths"][path] = res["paths"].get(path, 0) + n
+            res["metrics"] = sorted(set(res["metrics"]) | set(got["metrics"]))
+        out[case] = res
+        print(f"{impl} {case}: bare {sum(res['bare_s']):.2f} s, profiled {sum(res['wall_s']):.2f} s",
+              file=sys.stderr, flush=True)
+    return out
+
+
+# ============================================================================ parent
+def compare(ours: dict, theirs: dict, timed: bool) -> bool:
+    """Whether two files hold the same kernels per call path (timed cases: the same paths and metrics)."""
+    if timed:
+        return set(ours["paths"]) == set(theirs["paths"]) and ours["metrics"] == theirs["metrics"]
+    return ours["paths"] == theirs["paths"]
+
+
+def _pairs(rs: list) -> list:
+    """(profiled chunk - bare chunk just before it) per step, µs, over every chunk of every round."""
+    return [(w - b) / x["steps"] * 1e6 for x in rs for b, w in zip(x["bare_s"], x["wall_s"])]
+
+
+def summarize(runs: dict, cases: list) -> tuple:
+    """Rows (bare, proton, proton_ctypes per case) and a list of path mismatches."""
+    rows, mismatches = [], []
+    for case in cases:
+        got = {impl: [r[case] for r in runs.get(impl, []) if case in r] for impl in IMPLS}
+        over = {}
+        for impl, rs in got.items():
+            if rs:
+                over[impl] = statistics.median(_pairs(rs))
+        ref = over.get("proton")
+        all_bare = [b / x["steps"] * 1e6 for rs in got.values() for x in rs for b in x["bare_s"]]
+        if all_bare:
+            rows.append({"case": case, "impl": "bare", "us_per_op": round(statistics.median(all_bare), 1),
+                         "overhead_us": None, "ratio_to_proton": None, "finalize_s": None})
+        expected = sum(got["proton"][-1]["paths"].values()) if got.get("proton") else None
+        for impl, rs in got.items():
+            if not rs:
+                continue
+            row = {"case": case, "impl": impl,
+                   "us_per_op": round(statistics.median([w / x["steps"] * 1e6 for x in rs for w in x["wall_s"]]), 1),
+                   "overhead_us": round(over[impl], 1),
+                   "ratio_to_proton": round(over[impl] / ref, 3) if ref and ref > 0 else None,
+                   "finalize_s": round(statistics.median([f for x in rs for f in x["finalize_s"]]), 4),
+                   "overhead_pairs_us": [round(v, 1) for v in _pairs(rs)],
+                   "kernels": sum(rs[-1]["paths"].values()), "expected_kernels": expected}
+            if impl == "proton_ctypes" and got.get("proton"):
+                ok = compare(rs[-1], got["proton"][-1], case in TIMED_CASES)
+                row["paths_match"] = ok
+                if not ok:
+                    a, b = rs[-1]["paths"], got["proton"][-1]["paths"]
+                    diff = {p: (a.get(p), b.get(p)) for p in set(a) | set(b) if a.get(p) != b.get(p)}
+                    mismatches.append({"case": case, "ours_vs_proton": dict(list(diff.items())[:20]),
+                                       "metrics": [rs[-1]["metrics"], got["proton"][-1]["metrics"]]})
+            rows.append(row)
+    return rows, mismatches
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--chunks", type=int, default=5, help="bare/profiled pairs per case in each process")
+    ap.add_argument("--cases", default=None, help="'|'-separated substrings of case names")
+    ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    cases = [c for c in CASES if not a.cases or any(k.strip() and k.strip() in c for k in a.cases.split("|"))]
+    if a.worker:
+        print("RESULT " + json.dumps(worker(a.worker, cases, a.chunks)), flush=True)
+        return
+    impls = [i for i in a.impls.split(",") if i]
+    runs = {i: [] for i in impls}
+
+    def save():
+        rows, mismatches = summarize(runs, cases)
+        if a.json:
+            doc = {"machine": _machine(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                   "command": "python " + " ".join(sys.argv), "rows": rows, "path_mismatches": mismatches}
+            with open(a.json, "w") as f:
+                json.dump(doc, f, indent=1)
+        return rows, mismatches
+
+    for r in range(a.rounds):
+        for impl in (impls if r % 2 == 0 else impls[::-1]):
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--chunks", str(a.chunks),
+                   "--cases", "|".join(cases)]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            sys.stderr.write(p.stderr[-1500:] if p.returncode else "")
+            line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+            if p.returncode != 0 or not line:
+                print(f"round {r} {impl}: failed rc={p.returncode}", file=sys.stderr, flush=True)
+                continue
+            runs[impl].append(json.loads(line[-1][len("RESULT "):]))
+            print(f"round {r} {impl}: done", file=sys.stderr, flush=True)
+        save()
+    rows, mismatches = save()
+    print(f"{'case':48s} {'impl':14s} {'us/step':>9s} {'overhead':>9s} {'vs Proton':>9s} {'kernels':>15s} paths")
+    for row in rows:
+        ratio = row["ratio_to_proton"]
+        kern = f"{row.get('kernels', '')}/{row.get('expected_kernels', '')}" if "kernels" in row else ""
+        print(f"{row['case'][:48]:48s} {row['impl']:14s} {row['us_per_op']:9.1f} "
+              f"{'' if row['overhead_us'] is None else format(row['overhead_us'], '+9.1f'):>9s} "
+              f"{'' if ratio is None else format(ratio, '9.2f'):>9s} {kern:>15s} {row.get('paths_match', '')}")
+    for m in mismatches:
+        print("MISMATCH", json.dumps(m)[:1500])
+
+
+def _machine() -> str:
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception:
+        gpu = "?"
+    return f"{platform.node()} | {gpu} | Python {platform.python_version()}"
+
+
+if __name__ == "__main__":
+    main()
