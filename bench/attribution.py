@@ -2,7 +2,11 @@
 
 Run on the H200::
 
-    python bench/attribution.py --rounds 5 --steps 60 --json bench/results/attribution-h200.json
+    python bench/attribution.py --rounds 12 --steps 100 --json bench/results/attribution-h200.json
+
+The step's time on the H200 is bimodal (a step runs either near its bare time or 1.5-5 ms
+slower, for minutes at a time, under any profiler): a difference between recipes needs many
+rounds of long loops to show (4 rounds of 40 steps did not resolve 2 ms per step).
 
 A transformer training step (``bench/models.py``'s model: cuBLAS GEMMs, AdamW's multi-tensor
 kernels, autograd's own launching thread) runs under the CUPTI backend alone -- no scope, no
@@ -106,8 +110,8 @@ def enable(recipe: str):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--recipes", default=",".join(RECIPES))
     ap.add_argument("--json", default=None)
     a = ap.parse_args()

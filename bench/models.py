@@ -18,11 +18,13 @@ Cases (``--cases`` takes ``|``-separated substrings of their names):
   compared there, not counts).
 
 Each implementation runs in its own process per round (``--worker``), the processes
-alternate, and inside each process every case runs ``--chunks`` pairs: a bare chunk of
-steps, then the same number of steps in a session started and finalized around them (the
-H200's speed drifts within a process and from process to process, so each profiled chunk is
-compared with the bare chunk right before it).  ``overhead_us`` is the median over all
-pairs of (profiled - bare) per step, ``ratio_to_proton`` ours / Proton's.  Every profiled
+alternate, and inside each process every case runs ``--chunks`` sessions with a bare chunk
+of steps between them: each session is started, runs a few steps untimed (their cost is
+reported apart as ``session_first_steps_overhead_us``: CUPTI instruments every kernel again
+after it is switched on), runs the timed chunk, and is finalized.  The H200's speed drifts
+within a process and from process to process, so each timed chunk is compared with the
+mean of the bare chunks on either side.  ``overhead_us`` is the median over all chunks of
+(profiled - bare) per step, ``ratio_to_proton`` ours / Proton's.  Every profiled
 file's kernels are counted per call path; ``kernels`` is ours, ``expected_kernels``
 Proton's, and ``paths_match`` says whether the two files have the same kernel count on
 every call path (random seeds fixed).
@@ -48,10 +50,10 @@ DYNAMIC_POINTS = 2000
 MATMUL_SIZE = 1024
 #: case name -> (model, steps, start kwargs, scopes on)
 CASES = {
-    "transformer eager, scopes per phase and layer": ("transformer", 150, {}, True),
-    "transformer compile, scopes outside": ("transformer_compiled", 150, {}, True),
-    'transformer eager, context="python"': ("transformer", 100, {"context": "python"}, True),
-    "transformer eager, no scopes": ("transformer", 150, {}, False),
+    "transformer eager, scopes per phase and layer": ("transformer", 300, {}, True),
+    "transformer compile, scopes outside": ("transformer_compiled", 300, {}, True),
+    'transformer eager, context="python"': ("transformer", 150, {"context": "python"}, True),
+    "transformer eager, no scopes": ("transformer", 300, {}, False),
     "dynamic net eager": ("dynamic", 400, {}, True),
     "dynamic net inductor": ("dynamic_compiled", 400, {}, True),
     'matmul autotune, hook="triton", launch_metadata': ("matmul", 300, {"hook": "triton"}, True),
@@ -59,6 +61,9 @@ CASES = {
 #: cases whose kernel counts depend on timing (the autotuner): compared by paths and metric names
 TIMED_CASES = ('matmul autotune, hook="triton", launch_metadata',)
 WARMUP_STEPS = 10
+#: steps run in each session before its timed chunk (what a session's first steps cost --
+#: CUPTI instrumenting each kernel again, our first buffers -- is reported apart, as ``warm``)
+SESSION_WARM_STEPS = 20
 
 
 # ============================================================================ models
@@ -223,8 +228,9 @@ def _frame(name: str) -> str:
 
 
 def worker(impl: str, cases: list, chunks: int) -> dict:
-    """One process: per case, ``chunks`` pairs of (a bare chunk of steps, the same number of steps
-    in a session started and finalized around them); returns the figures."""
+    """One process: per case, ``chunks`` sessions, each ``start``, :data:`SESSION_WARM_STEPS`
+    steps, a timed chunk of steps, ``finalize``, with a bare chunk between them (and before the
+    first); each timed chunk is compared with the mean of the bare chunks on either side."""
     import torch
     if impl == "proton":
         import triton.profiler as proton
@@ -252,18 +258,23 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
         if not fresh:                      # compile and warm up outside every timed chunk
             timed(bare_step, WARMUP_STEPS)
             timed(prof_step, WARMUP_STEPS)
-        res = {"bare_s": [], "wall_s": [], "finalize_s": [], "steps": per_chunk, "paths": {}, "metrics": []}
+        res = {"bare_s": [], "wall_s": [], "warm_s": [], "finalize_s": [], "steps": per_chunk,
+               "warm_steps": SESSION_WARM_STEPS, "paths": {}, "metrics": []}
+        bare_before = timed(bare_step, per_chunk)
         for k in range(chunks):
             if fresh:
                 bare_step, _ = build(torch, None)
                 prof_step, _ = build(torch, proton if scoped else None)
-            res["bare_s"].append(timed(bare_step, per_chunk))
             name = os.path.join(tmp, f"{model}_{len(out)}_{k}")
             proton.start(name, **start)
+            res["warm_s"].append(0.0 if fresh else timed(prof_step, SESSION_WARM_STEPS))
             res["wall_s"].append(timed(prof_step, per_chunk))
             t0 = time.perf_counter()
             proton.finalize()
             res["finalize_s"].append(time.perf_counter() - t0)
+            bare_after = timed(bare_step, per_chunk)
+            res["bare_s"].append((bare_before + bare_after) / 2)   # the bare chunks on either side
+            bare_before = bare_after
             got = kernel_paths(name + ".hatchet")
             for path, n in got["paths"].items():
                 res["paths"][path] = res["paths"].get(path, 0) + n
@@ -283,8 +294,14 @@ def compare(ours: dict, theirs: dict, timed: bool) -> bool:
 
 
 def _pairs(rs: list) -> list:
-    """(profiled chunk - bare chunk just before it) per step, µs, over every chunk of every round."""
+    """(profiled chunk - the bare chunks around it) per step, µs, over every chunk of every round."""
     return [(w - b) / x["steps"] * 1e6 for x in rs for b, w in zip(x["bare_s"], x["wall_s"])]
+
+
+def _warm(rs: list) -> list:
+    """(a session's first steps - the bare chunks around it) per step, µs."""
+    return [(w - b / x["steps"] * x["warm_steps"]) / x["warm_steps"] * 1e6
+            for x in rs for b, w in zip(x["bare_s"], x["warm_s"]) if w]
 
 
 def summarize(runs: dict, cases: list) -> tuple:
@@ -311,6 +328,7 @@ def summarize(runs: dict, cases: list) -> tuple:
                    "ratio_to_proton": round(over[impl] / ref, 3) if ref and ref > 0 else None,
                    "finalize_s": round(statistics.median([f for x in rs for f in x["finalize_s"]]), 4),
                    "overhead_pairs_us": [round(v, 1) for v in _pairs(rs)],
+                   "session_first_steps_overhead_us": round(statistics.median(_warm(rs)), 1) if _warm(rs) else None,
                    "kernels": sum(rs[-1]["paths"].values()), "expected_kernels": expected}
             if impl == "proton_ctypes" and got.get("proton"):
                 ok = compare(rs[-1], got["proton"][-1], case in TIMED_CASES)
