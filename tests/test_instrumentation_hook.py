@@ -125,7 +125,7 @@ def test_mode_errors_surface_from_start(fake_gpu):
 
 
 def test_backend_unknown_device_type():
-    from proton_ctypes.backends.instrumentation.backend import InstrumentationBackend
+    from proton_ctypes.backends.instrumentation.devices import InstrumentationBackend
     with pytest.raises(RuntimeError, match=r"^\[PROTON\] Unknown device type: tpu$"):
         InstrumentationBackend().start(None, "tpu:default")
 

@@ -1,6 +1,6 @@
 """The rocprofiler-sdk backend (``backend="rocprofiler"``, ``device_type`` ``"HIP"``).
 
-Collection is set up once per process by :mod:`.rocm_sdk_runtime` (force-configured
+Collection is set up once per process by :mod:`.amd.sdk_runtime` (force-configured
 tool, buffer tracing of kernel dispatches and HIP launch APIs, code-object callbacks for
 kernel names). This module turns what the buffer callbacks queued into kernel batches:
 
@@ -13,7 +13,7 @@ kernel names). This module turns what the buffer callbacks queued into kernel ba
 * SDK timestamps (CLOCK_BOOTTIME) are moved to ``time.time_ns()`` by the calibrated offset.
 
 The join itself (one round of waiting for a late launch record, ``invalid`` and
-``unmatched`` counts) is :class:`~.rocm_parse.KernelJoiner`, shared with roctracer.
+``unmatched`` counts) is :class:`~.amd.parse.KernelJoiner`, shared with roctracer.
 """
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ def _default_factory(name):
         from .roctracer import RoctracerBackend  # lazy: a vendor backend costs 40-90 ms to import
         return RoctracerBackend
     if name == "instrumentation":
-        from .instrumentation.backend import InstrumentationBackend  # lazy: a vendor backend costs 40-90 ms to import
+        from .instrumentation.devices import InstrumentationBackend  # lazy: a vendor backend costs 40-90 ms to import
         return InstrumentationBackend
     raise ValueError(f"[PROTON] Unknown profiler: {name}")
 

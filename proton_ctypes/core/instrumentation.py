@@ -12,7 +12,7 @@ What libproton's ``exitInstrumentedOp`` does for each instrumented launch (3.9):
 * the hatchet file's device block lists the device; ROOT carries ``cycles: 0`` and
   ``normalized_cycles: 0`` (3.9);
 * for ``data="trace"`` sessions each launch becomes a cycle record that
-  :mod:`.trace` writes (a phase holding any replaces the usual trace, as in Proton).
+  :mod:`proton_ctypes.writers.cycle_trace` writes (a phase holding any replaces the usual trace, as in Proton).
 
 Scope nodes are created in the order libproton first meets them (CTAs in order, each
 CTA's warps, each warp's events by end entry, then the CTA's async events).

@@ -1,8 +1,8 @@
 """Session bookkeeping behind the API: create, (de)activate, flush, write, destroy.
 
-This is the libproton of proton_ctypes: :mod:`.profile`, :mod:`.data` and
-:mod:`.context` call it; it talks to the backends through :mod:`.backends.select` and
-to the tree through :mod:`.tree`.
+This is the libproton of proton_ctypes: :mod:`proton_ctypes.profile`, :mod:`proton_ctypes.data`
+and :mod:`proton_ctypes.context` call it; it talks to the backends through
+:mod:`proton_ctypes.backends.select` and to the tree through :mod:`proton_ctypes.tree`.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The general (slow) path of scope and state events, shared by every API entry point.
 
-:mod:`.scope` and :mod:`.state` inline a fast path for the common case (one view, no
+:mod:`.scopes` and :mod:`.states` inline a fast path for the common case (one view, no
 trace or python-context session, no metrics); everything else lands here.
 """
 from __future__ import annotations

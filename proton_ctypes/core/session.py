@@ -1,12 +1,11 @@
 """A profiling session: its settings, active windows, phases and per-phase accumulators.
 
-Sessions never own call-path nodes (the trie is process-wide, :mod:`.tree.callpath`);
+Sessions never own call-path nodes (the trie is process-wide, :mod:`proton_ctypes.tree.callpath`);
 each phase of a session keeps the set of nodes it touched, the user metrics per node
 and the kernel aggregates per node (or, for ``data="trace"``, the event list).
 """
 from __future__ import annotations
 
-import bisect
 import threading
 import time
 
@@ -32,7 +31,7 @@ class PhaseData:
         self.kdevice: dict = {}
         #: kernel node -> its first launch time_ns (its metrics come from the backend)
         self.kernel_nodes: dict = {}
-        #: data="trace": list of events (see tree.trace)
+        #: data="trace": list of events (written by :mod:`proton_ctypes.writers.chrome_trace`)
         self.trace: list = []
         #: device indices that ran kernels in this phase
         self.devices: set = set()
@@ -104,10 +103,6 @@ class Session:
     def current(self) -> PhaseData:
         """The data of the current phase."""
         return self.cur
-
-    def phase_at(self, t) -> int:
-        """The phase that was current at time ``t``."""
-        return max(0, bisect.bisect_right(self.phase_t, t) - 1)
 
     def advance_phase(self) -> int:
         """Close the current phase and open the next one; return its number."""

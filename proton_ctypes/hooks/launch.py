@@ -129,11 +129,6 @@ class LaunchHook(Hook):
             return False
         return hasattr(value, "data_ptr") or isinstance(value, Number)
 
-    @staticmethod
-    def _extract_metrics(lazy_metadata: dict) -> dict:
-        return {k: v for k, v in lazy_metadata.items()
-                if k not in _RESERVED and LaunchHook._is_supported_metric_value(v)}
-
     def init_handle(self, module, function, name, metadata_group, hash) -> None:
         """Nothing to do when a kernel is loaded."""
 

@@ -42,10 +42,6 @@ class Profile:
             return np.array(self.names, dtype=object)
         return self.columns[name]
 
-    def has_column(self, name):
-        """Whether ``name`` is a column of the profile (``"name"`` always is)."""
-        return name == NAME or name in self.columns
-
     def paths(self):
         """Return, for every row, the tuple of frame names from the root down to that node."""
         out = [None] * len(self.names)

@@ -232,9 +232,3 @@ def _block_lines(b: _Block) -> dict:
         for ev, li in zip(evs, ids):
             lines[id(ev)] = li
     return lines
-
-
-def has_cycles(trace_events) -> bool:
-    """Whether a phase's trace holds cycle records."""
-    return any(e[0] == "cycles" for e in trace_events)
-

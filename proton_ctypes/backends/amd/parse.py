@@ -257,7 +257,7 @@ class KernelJoiner:
         self.launches.add(corr, launch, tid, py)
 
     def join(self, rows: dict, final: bool = False) -> np.ndarray:
-        """A kernel batch (:data:`~.base.KERNEL_DTYPE`) of ``rows`` plus the carried ones."""
+        """A kernel batch (:data:`~..base.KERNEL_DTYPE`) of ``rows`` plus the carried ones."""
         n_carry = len(self.carry["corr"])
         cols = {k: np.concatenate([self.carry[k], np.asarray(rows[k]).astype(np.int64)]) for k in KCOLS}
         carried = np.arange(len(cols["corr"])) < n_carry

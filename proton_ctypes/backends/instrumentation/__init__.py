@@ -12,8 +12,11 @@ This package does those two jobs without libproton:
 * :mod:`.metadata`  -- per kernel: scope names/parents from its TTGIR, warps, scratch size;
 * :mod:`.decode`    -- the buffer decoder (header, per-warp circular segments, 64/32-bit
   clocks, async events) in numpy, with Proton's parser semantics;
-* :mod:`.attribute` -- decoded events into scope nodes (``cycles``, ``normalized_cycles``)
-  and trace events of the launching sessions;
-* :mod:`.trace`     -- the chrome trace Proton writes when a phase holds cycle events;
-* :mod:`.backend`   -- the backend object the session manager talks to.
+* :mod:`.layout`    -- the profile buffer's header and the host-buffer copy of 3.9;
+* :mod:`.devices`   -- the backend object the session manager holds: the target device
+  type and the device block (it has nothing to collect: the hook decodes each launch).
+
+The decoded events reach the sessions through :mod:`proton_ctypes.core.instrumentation`
+(scope nodes with ``cycles`` and ``normalized_cycles``, cycle trace records), and a phase
+holding cycle records is written by :mod:`proton_ctypes.writers.cycle_trace`.
 """

@@ -57,7 +57,3 @@ class ProfileAllocator:
         buf = getattr(self._tls, "pending", None)
         self._tls.pending = None
         return buf
-
-    def peek(self):
-        """The buffer allocated for the current launch on this thread, without taking it."""
-        return getattr(self._tls, "pending", None)

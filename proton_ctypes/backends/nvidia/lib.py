@@ -53,7 +53,7 @@ PROTOTYPES = {
     "cuptiEnableCallback": [U32, VOIDP, ctypes.c_int, U32],
     "cuptiGetGraphNodeId": [VOIDP, P(U64)],
     # PC sampling (cupti_pcsampling.h): each takes a pointer to its CUpti_*Params struct
-    # (structs in cupti_pcsampling_layout.py)
+    # (structs in pcsampling_layout.py)
     "cuptiPCSamplingGetNumStallReasons": [VOIDP],
     "cuptiPCSamplingGetStallReasons": [VOIDP],
     "cuptiPCSamplingSetConfigurationAttribute": [VOIDP],
