@@ -15,7 +15,7 @@ import numpy as np
 
 from .frame_deps import pd
 from .metrics import RATE_METRICS, TIME_FAMILIES, metric_label
-from .specs import FLOPS_WIDTHS, max_bps, max_flops
+from ..peaks import FLOPS_WIDTHS, max_bps, max_flops
 
 __all__ = ["derive_metrics", "get_min_time_bytes", "get_min_time_flops", "match_available_metrics"]
 

@@ -17,7 +17,7 @@ itself instead of the non-existent ``"<raw> (inc) (inc)"`` (Proton raises ``KeyE
 
 import numpy as np
 
-from .specs import FLOPS_WIDTHS, max_bps, max_flops
+from ..peaks import FLOPS_WIDTHS, max_bps, max_flops
 
 _TIME_FACTORS = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 TIME_FAMILIES = {family: {f"{family}/{unit}": f for unit, f in _TIME_FACTORS.items()}
