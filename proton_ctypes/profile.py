@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from typing import Optional, Union
 
 from .core import knobs, manager, naming, optional, signatures
@@ -22,14 +21,6 @@ def _mode_str(backend: str, mode) -> str:
         prefix = prefix if isinstance(prefix, str) else "cuda"
         return f"{prefix}:{mode}" if mode else prefix
     return str(mode) if mode else ""
-
-
-def _check_env(backend: str) -> None:
-    if backend in ("rocprofiler", "roctracer"):
-        for var in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
-            if os.environ.get(var) is not None:
-                raise ValueError(f"Proton does not work when the environment variable {var} is set on AMD GPUs. "
-                                 "Please unset it and use `ROCR_VISIBLE_DEVICES` instead")
 
 
 def start(
@@ -70,7 +61,7 @@ def start(
     name = naming.default_name(DEFAULT_PROFILE_NAME) if name is None else name
     backend = select.auto_select() if backend is None else backend
     mode_str = _mode_str(backend, mode)
-    _check_env(backend)
+    select.check_environment(backend)
     signatures.check(signatures.START, (name, str), (context, str), (data, str), (backend, str), (mode_str, str))
     if hook == "triton" or backend == "instrumentation":
         optional.require("hook='triton'" if hook == "triton" else "backend='instrumentation'", "triton", "triton")

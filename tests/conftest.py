@@ -50,6 +50,14 @@ def mock():
     return select.get("mock")
 
 
+def parsed(backend, mode):
+    """``(mode name, options)`` of ``mode`` as the session layer parses it for ``backend``:
+    ``("", {})``, ``("periodic_flushing", {"format": F})`` or ``("pcsampling", {"interval": N})``."""
+    m = select.parse_mode(backend, mode)
+    options = {"format": m.format} if m.periodic_flushing else {"interval": m.interval} if m.pc_sampling else {}
+    return m.kind.value, options
+
+
 def read_tree(path):
     """Load a .hatchet file and return ``(root, device_info)``."""
     with open(path) as f:

@@ -10,6 +10,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, FakeDriver  # noqa: E402
 
+from proton_ctypes.backends.modes import NO_MODE  # noqa: E402
 from proton_ctypes.backends.nvidia import lib as cupti_lib, locate  # noqa: E402
 from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 
@@ -38,10 +39,10 @@ def test_failure_during_start_leaves_the_backend_stopped_and_restartable():
     fake = FakeCupti(fail={"cuptiActivityEnable": 1})
     backend = CuptiBackend(lib=fake, driver=FakeDriver(fake))
     with pytest.raises(cupti_lib.CuptiError, match="cuptiActivityEnable.*INVALID_PARAMETER"):
-        backend.start(lambda batch: None, "")
+        backend.start(lambda batch: None, NO_MODE)
     assert not backend.running and fake.subscriber is None
     fake.fail.clear()
-    backend.start(lambda batch: None, "")
+    backend.start(lambda batch: None, NO_MODE)
     assert backend.running
     backend.stop()
 

@@ -7,8 +7,10 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import EXISTING_DRIVER_CBIDS, EXISTING_RUNTIME_CBIDS, FakeCupti, FakeDriver  # noqa: E402
 
+from conftest import parsed  # noqa: E402
+from proton_ctypes.backends import select  # noqa: E402
 from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
-from proton_ctypes.backends.modes import parse_mode  # noqa: E402
+from proton_ctypes.backends.modes import NO_MODE  # noqa: E402
 
 
 @pytest.mark.parametrize("mode,expected", [
@@ -18,7 +20,7 @@ from proton_ctypes.backends.modes import parse_mode  # noqa: E402
     ("periodic_flushing:format=hatchet_msgpack", ("periodic_flushing", {"format": "hatchet_msgpack"})),
 ])
 def test_supported_modes_parse(mode, expected):
-    assert parse_mode("cupti", mode) == expected
+    assert parsed("cupti", mode) == expected
 
 
 @pytest.mark.parametrize("mode,message", [
@@ -30,42 +32,42 @@ def test_supported_modes_parse(mode, expected):
 ])
 def test_unsupported_mode_raises_protons_value_error(mode, message):
     with pytest.raises(ValueError, match=rf"^\[PROTON\] CuptiProfiler: {message}$"):
-        parse_mode("cupti", mode)
+        select.parse_mode("cupti", mode)
 
 
-def test_the_backend_and_the_session_layer_raise_the_same_mode_errors():
-    from proton_ctypes.backends import select
+def test_start_refuses_a_bad_mode_with_the_parsers_message():
+    import proton_ctypes as proton
     for mode in ("nope", "periodic_flushing:format=csv", "periodic_flushing:size=3", "pcsampling:interval=0"):
-        with pytest.raises(ValueError) as backend:
-            CuptiBackend(lib=FakeCupti(), driver=FakeDriver()).start(lambda batch: None, mode)
         with pytest.raises(ValueError) as session_layer:
-            select.validate_mode("cupti", mode)
-        assert str(backend.value) == str(session_layer.value)
+            select.parse_mode("mock", mode)
+        with pytest.raises(ValueError) as start:
+            proton.start("m", backend="mock", mode=mode)
+        assert str(start.value) == str(session_layer.value)
 
 
 def test_periodic_formats_are_the_writers_formats():
     from proton_ctypes.writers import FORMATS
     for fmt in FORMATS:
-        assert parse_mode("cupti", f"periodic_flushing:format={fmt}") == ("periodic_flushing", {"format": fmt})
+        assert parsed("cupti", f"periodic_flushing:format={fmt}") == ("periodic_flushing", {"format": fmt})
 
 
 def test_only_the_first_periodic_option_is_read_as_in_proton():
-    assert parse_mode("cupti", "periodic_flushing:format=chrome_trace:size=3") == \
+    assert parsed("cupti", "periodic_flushing:format=chrome_trace:size=3") == \
         ("periodic_flushing", {"format": "chrome_trace"})
-    assert parse_mode("cupti", "periodic_flushing:flag:format=csv") == ("periodic_flushing", {"format": "hatchet"})
+    assert parsed("cupti", "periodic_flushing:flag:format=csv") == ("periodic_flushing", {"format": "hatchet"})
 
 
 @pytest.mark.parametrize("mode", ["pcsampling", "pcsampling:interval=1000"])
 def test_pcsampling_is_accepted(mode):
     """Implemented since; its behaviour is tested in test_cupti_pcsampling.py."""
-    assert parse_mode("cupti", mode) == ("pcsampling", {"interval": 1000})
+    assert parsed("cupti", mode) == ("pcsampling", {"interval": 1000})
 
 
 def test_another_cupti_subscriber_is_a_clear_error_not_a_crash():
     fake = FakeCupti(multiple_subscribers=True)
     backend = CuptiBackend(lib=fake, driver=FakeDriver(fake))
     with pytest.raises(RuntimeError) as info:
-        backend.start(lambda batch: None, "")
+        backend.start(lambda batch: None, NO_MODE)
     assert "torch.profiler" in str(info.value) and "nsys" in str(info.value)
     assert not backend.running and not fake.kinds           # nothing was switched on
     assert "cuptiActivityRegisterCallbacks" not in fake.calls
@@ -73,16 +75,16 @@ def test_another_cupti_subscriber_is_a_clear_error_not_a_crash():
 
 def test_starting_twice_is_refused():
     backend = CuptiBackend(lib=FakeCupti(), driver=FakeDriver())
-    backend.start(lambda batch: None, "")
+    backend.start(lambda batch: None, NO_MODE)
     with pytest.raises(RuntimeError, match="already started"):
-        backend.start(lambda batch: None, "")
+        backend.start(lambda batch: None, NO_MODE)
     backend.stop()
 
 
 def test_deny_list_leaves_only_launch_api_records_on():
     fake = FakeCupti()
     backend = CuptiBackend(lib=fake, driver=FakeDriver(fake))
-    backend.start(lambda batch: None, "")
+    backend.start(lambda batch: None, NO_MODE)
     try:
         on = {cbid for cbid in EXISTING_DRIVER_CBIDS if fake._api_enabled(4, cbid)}
         assert on == {307, 442, 652, 653, 477, 478, 514, 515}

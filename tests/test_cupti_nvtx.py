@@ -15,6 +15,7 @@ import proton_ctypes as proton
 from conftest import child_names, find, read_tree
 from fakes.fake_cupti import (CBID_NVTX_RANGE_POP, CBID_NVTX_RANGE_PUSH_A, DOMAIN_NVTX, NVTX_DATA_FORMAT,
                               NVTX_PUSH_A_PARAMS_FORMAT, FakeCupti, FakeDriver)
+from proton_ctypes.backends.modes import NO_MODE
 from proton_ctypes.backends import select
 from proton_ctypes.backends.cupti import CuptiBackend
 from proton_ctypes.backends.nvidia import layout as L
@@ -250,7 +251,7 @@ def test_failing_scope_functions_never_raise_into_cupti(make):
     def boom(*args):
         raise RuntimeError("boom")
     backend.nvtx_scopes = (boom, boom)
-    backend.start(lambda batch: None, "")
+    backend.start(lambda batch: None, NO_MODE)
     try:
         fake.nvtx_push("r")
         fake.nvtx_pop()
@@ -263,7 +264,7 @@ def test_a_backend_without_scope_functions_leaves_nvtx_alone(monkeypatch):
     monkeypatch.delenv(INJECTION, raising=False)
     fake = FakeCupti()
     backend = CuptiBackend(lib=fake, driver=FakeDriver(fake))
-    backend.start(lambda batch: None, "")
+    backend.start(lambda batch: None, NO_MODE)
     try:
         assert not any(domain == DOMAIN_NVTX for domain, _ in fake.enabled_callbacks)
         assert INJECTION not in os.environ

@@ -4,13 +4,12 @@ import warnings
 import pytest
 
 import proton_ctypes as proton
-from conftest import find, read_tree
+from conftest import find, parsed, read_tree
 from fakes.fake_cupti import FakeDriver
 from fakes.fake_cupti_pcsampling import FakeCuptiPC
 from proton_ctypes.backends import select
 from proton_ctypes.backends.cupti import CuptiBackend
 from proton_ctypes.backends.nvidia.lib import CuptiError, load_cupti
-from proton_ctypes.backends.modes import parse_mode
 from proton_ctypes.backends.nvidia.pcsampling import METRIC_NAMES, PCSampler, pc_sampling_period
 
 PCS = [(16, [(1, 5), (2, 3), (3, 7)]),     # barrier 5, barrier_not_issued 3, long_scoreboard 7
@@ -142,21 +141,21 @@ def test_errors_inside_a_launch_warn_with_the_vendor_string_instead_of_crashing(
     ("pcsampling:interval=" + str(1 << 40), 1 << 40, 31),     # CUPTI's maximum
 ])
 def test_mode_string_parsing(mode, interval, period):
-    assert parse_mode("cupti", mode) == ("pcsampling", {"interval": interval})
+    assert parsed("cupti", mode) == ("pcsampling", {"interval": interval})
     assert pc_sampling_period(interval) == period
 
 
 @pytest.mark.parametrize("mode", ["pcsampling:interval=0", "pcsampling:interval=-3", "pcsampling:interval=x"])
 def test_bad_interval_raises_protons_value_error(mode):
     with pytest.raises(ValueError, match=r"^Interval must be a positive integer\.$"):
-        parse_mode("cupti", mode)
+        select.parse_mode("cupti", mode)
     with pytest.raises(ValueError, match=r"^Interval must be a positive integer\.$"):
         proton.mode.PCSampling(interval=0)
 
 
 def test_unknown_pcsampling_option_is_refused():
     with pytest.raises(ValueError, match=r"unsupported option key: period"):
-        parse_mode("cupti", "pcsampling:period=3")
+        select.parse_mode("cupti", "pcsampling:period=3")
 
 
 def test_pcsampling_on_the_host_backend_still_errors():

@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, FakeDriver, started_backend  # noqa: E402
 
+from proton_ctypes.backends.modes import NO_MODE  # noqa: E402
 from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,7 +49,7 @@ def test_backend_restarts_after_stop():
     backend, fake, sink = started_backend()
     fake.launch("first")
     backend.stop()
-    backend.start(sink, "")
+    backend.start(sink, NO_MODE)
     assert backend.running and fake.kinds and fake.subscriber is not None
     fake.launch("second")
     backend.stop()
@@ -84,7 +85,7 @@ def test_a_failing_device_synchronisation_at_stop_warns_and_still_delivers():
     fake = FakeCupti()
     backend = CuptiBackend(lib=fake, driver=BrokenDriver(fake))
     rows = []
-    backend.start(rows.append, "")
+    backend.start(rows.append, NO_MODE)
     fake.launch("k")
     with pytest.warns(RuntimeWarning, match="device synchronisation failed at stop.*device lost"):
         backend.stop()

@@ -24,6 +24,7 @@ import instr_scenarios as S  # noqa: E402
 from proton_ctypes.flags import flags  # noqa: E402
 from proton_ctypes.hooks.hook import HookManager  # noqa: E402
 from proton_ctypes.hooks.instrumentation import InstrumentationHook  # noqa: E402
+from proton_ctypes.backends import select  # noqa: E402
 from proton_ctypes.backends.instrumentation import passes  # noqa: E402
 from proton_ctypes.backends.instrumentation.layout import build_block, build_buffer, scratch_size  # noqa: E402
 from proton_ctypes.backends.instrumentation.metadata import KERNELS, make_info  # noqa: E402
@@ -127,7 +128,7 @@ def test_mode_errors_surface_from_start(fake_gpu):
 def test_backend_unknown_device_type():
     from proton_ctypes.backends.instrumentation.devices import InstrumentationBackend
     with pytest.raises(RuntimeError, match=r"^\[PROTON\] Unknown device type: tpu$"):
-        InstrumentationBackend().start(None, "tpu:default")
+        InstrumentationBackend().start(None, select.parse_mode("instrumentation", "tpu:default"))
 
 
 def test_legacy_registration_object_of_triton_36(fake_gpu, monkeypatch):

@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 from proton_ctypes import mode as modes
-from proton_ctypes.backends.instrumentation.modes import (check_supported, interpret_mode, mode_options,
+from proton_ctypes.backends.instrumentation.modes import (check_supported, interpret_mode,
                                                           sampling_uids, triton_enum)
 
 DEFAULT_STR = ("default:metric_type=METRIC_TYPE.CYCLE:sampling_strategy=SAMPLING_STRATEGY.NONE:sampling_options="
@@ -107,10 +107,6 @@ def test_sampling_uids_and_protons_index_error():
         sampling_uids("0,5", 2)
     assert str(ei.value) == ("[PROTON] Invalid sampling warp id: 5. We have 2 warps in total. Please check the "
                              "proton sampling options.")
-
-
-def test_mode_options_of_a_backend_string():
-    assert mode_options("cuda:default:buffer_size=1:flag") == {"default": "", "buffer_size": "1", "flag": ""}
 
 
 def test_triton_enums_by_name():

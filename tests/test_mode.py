@@ -81,6 +81,14 @@ def test_sessions_of_one_backend_must_share_the_mode():
 
 # --- periodic_flushing ----------------------------------------------------------------------
 
+def test_the_session_keeps_the_parsed_mode_and_starts_its_backend_with_it(mock):
+    from proton_ctypes.core import manager
+    sid = proton.start("m", backend="mock", mode="periodic_flushing:format=hatchet_msgpack")
+    mode = manager.get(sid).mode
+    assert mode is mock.mode and mode.periodic_flushing and mode.format == "hatchet_msgpack"
+    assert mode.text == "periodic_flushing:format=hatchet_msgpack" and mode.profiler == "CuptiProfiler"
+
+
 def test_periodic_flushing_writes_each_closed_phase_at_a_flush_and_drops_it():
     s = proton.start("pf", backend="host", mode="periodic_flushing:format=hatchet_msgpack")
     with proton.scope("a", {"m": 1}):

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from fakes.fake_rocprofiler import HIP_OPS, FakeRocprofilerSdk, gpu_agent
+from proton_ctypes.backends import select
+from proton_ctypes.backends.modes import NO_MODE
 from proton_ctypes.backends.amd import sdk_runtime as rocm_sdk_runtime
 from proton_ctypes.backends.amd.sdk_api import HIP_LAUNCH_OPERATION_IDS_0_5
 from proton_ctypes.backends.rocprof import RocprofilerBackend
@@ -43,7 +45,7 @@ def names(batch):
 
 def test_rocprof_batch_has_thread_launch_time_start_end_device_and_name(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.load_code_object(["add_kernel"])
     t0 = time.time_ns()
     corr = [fake.launch("add_kernel", dur_ns=1500) for _ in range(3)]
@@ -64,7 +66,7 @@ def test_rocprof_batch_has_thread_launch_time_start_end_device_and_name(make):
 @pytest.mark.parametrize("version", [(0, 5, 0), (0, 6, 0), (1, 0, 0)])
 def test_rocprof_reads_both_correlation_id_layouts(make, version):
     fake, b, out = make(version=version)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.load_code_object(["k"])
     t0 = time.time_ns()
     fake.launch("k")
@@ -75,7 +77,7 @@ def test_rocprof_reads_both_correlation_id_layouts(make, version):
 
 def test_rocprof_kernel_names_drop_the_kd_suffix_and_unknown_ids_are_unknown(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.load_code_object(["gemm"])
     fake.launch("gemm")
     fake.launch("never_loaded")
@@ -86,7 +88,7 @@ def test_rocprof_kernel_names_drop_the_kd_suffix_and_unknown_ids_are_unknown(mak
 def test_rocprof_kernels_loaded_before_start_are_named(make):
     fake, b, out = make()
     fake.load_code_object(["early"])      # no tool yet: the SDK replays code objects at start
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.launch("early")
     b.flush()
     assert names(rows(out)) == ["early"]
@@ -94,7 +96,7 @@ def test_rocprof_kernels_loaded_before_start_are_named(make):
 
 def test_rocprof_launch_threads_are_kept_apart(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.load_code_object(["t"])
     tids = []
 
@@ -116,7 +118,7 @@ def test_rocprof_launch_threads_are_kept_apart(make):
 
 def test_rocprof_buffer_callbacks_run_on_the_sdk_thread(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.launch("x")
     b.flush()
     assert fake.callback_threads and threading.get_native_id() not in fake.callback_threads
@@ -124,7 +126,7 @@ def test_rocprof_buffer_callbacks_run_on_the_sdk_thread(make):
 
 def test_rocprof_full_buffers_are_copied_before_the_sdk_recycles_them(make):
     fake, b, out = make(backend_kwargs={"buffer_bytes": 1024})
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.load_code_object(["w"])
     for _ in range(20):
         fake.launch("w")
@@ -139,7 +141,7 @@ def test_rocprof_full_buffers_are_copied_before_the_sdk_recycles_them(make):
 
 def test_rocprof_dropped_records_are_counted(make):
     fake, b, out = make(drop_records=2)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     for _ in range(3):
         fake.launch("d")
     b.flush()
@@ -148,7 +150,7 @@ def test_rocprof_dropped_records_are_counted(make):
 
 def test_rocprof_kernel_waits_one_flush_for_a_late_launch_record(make):
     fake, b, out = make(hold_api_records=True)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     t0 = time.time_ns()
     fake.launch("late")
     b.flush()
@@ -162,7 +164,7 @@ def test_rocprof_kernel_waits_one_flush_for_a_late_launch_record(make):
 
 def test_rocprof_stop_delivers_kernels_without_launch_record_at_their_start(make):
     fake, b, out = make(hold_api_records=True)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.launch("orphan")
     b.stop()
     r = rows(out)
@@ -171,7 +173,7 @@ def test_rocprof_stop_delivers_kernels_without_launch_record_at_their_start(make
 
 def test_rocprof_kernel_record_before_its_api_record_in_one_buffer(make):
     fake, b, out = make(kernel_first=True)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     t0 = time.time_ns()
     fake.launch("kf")
     b.flush()
@@ -181,7 +183,7 @@ def test_rocprof_kernel_record_before_its_api_record_in_one_buffer(make):
 
 def test_rocprof_records_with_start_not_before_end_are_skipped(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.load_code_object(["zero", "ok"])
     fake.launch("zero", dur_ns=0)
     fake.launch("ok")
@@ -192,7 +194,7 @@ def test_rocprof_records_with_start_not_before_end_are_skipped(make):
 def test_rocprof_device_index_is_the_agents_gpu_ordinal(make):
     agents = [{"type": 1, "logical_node_type_id": 0, "name": "cpu"}, gpu_agent(0), gpu_agent(1, name="gfx90a")]
     fake, b, out = make(agents=agents)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.launch("a", device=0)
     fake.launch("b", device=1)
     fake.launch("c", device=7)              # an agent the SDK never listed: device 0, as Proton
@@ -203,7 +205,7 @@ def test_rocprof_device_index_is_the_agents_gpu_ordinal(make):
 def test_rocprof_rocr_visible_devices_renumbers_devices(make):
     agents = [gpu_agent(0), gpu_agent(1, name="gfx90a")]
     fake, b, out = make(agents=agents, environ={"ROCR_VISIBLE_DEVICES": "1"})
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.launch("v", device=1)
     b.flush()
     assert rows(out)["device"].tolist() == [0]
@@ -213,7 +215,7 @@ def test_rocprof_rocr_visible_devices_renumbers_devices(make):
 
 def test_rocprof_streams_are_small_lane_numbers_per_queue(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     for q in (5, 9, 5):
         fake.launch("s", queue=q)
     b.flush()
@@ -222,7 +224,7 @@ def test_rocprof_streams_are_small_lane_numbers_per_queue(make):
 
 def test_rocprof_traces_only_the_hip_launch_operations(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     ctx = b.rt.ctx["timestamp"].handle
     ops, _ = fake.contexts[ctx]["buffer"][5]
     assert ops == set(HIP_LAUNCH_OPERATION_IDS_0_5.values())
@@ -232,13 +234,13 @@ def test_rocprof_traces_only_the_hip_launch_operations(make):
 
 def test_rocprof_operation_ids_fall_back_to_the_header_table(make):
     fake, b, out = make(enumerate_ops=False)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     assert b.rt.ops_source == "header-0.5.0" and b.rt.ops["hipModuleLaunchKernel"] == 308
 
 
 def test_rocprof_disagreeing_clocks_fall_back_to_external_correlation(make):
     fake, b, out = make(clock_offset_ns=3_000_000)     # 3 ms off every Python clock
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     assert b.attribution == "extcorr" and not b.rt.calibration.agrees
     t0 = time.time_ns()
     fake.launch("x")
@@ -252,7 +254,7 @@ def test_rocprof_disagreeing_clocks_fall_back_to_external_correlation(make):
 
 def test_rocprof_python_context_uses_the_external_correlation_request(make):
     fake, b, out = make()
-    b.start(out.append, "", python_context=lambda: 41)
+    b.start(out.append, NO_MODE, python_context=lambda: 41)
     fake.launch("p")
     b.flush()
     assert b.attribution == "extcorr" and rows(out)["py_node"].tolist() == [41]
@@ -260,17 +262,17 @@ def test_rocprof_python_context_uses_the_external_correlation_request(make):
 
 def test_rocprof_attribution_knob_overrides_calibration(make):
     fake, b, out = make(clock_offset_ns=3_000_000, environ={"PROTON_CTYPES_ATTRIBUTION": "timestamp"})
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     assert b.attribution == "timestamp"
     fake2, b2, _ = make(environ={"PROTON_CTYPES_ATTRIBUTION": "extcorr"})
-    b2.start(lambda batch: None, "")
+    b2.start(lambda batch: None, NO_MODE)
     assert b2.attribution == "extcorr"
 
 
 def test_rocprof_periodic_flushing_delivers_without_flush(make):
     fake, b, out = make(backend_kwargs={"flush_interval_s": 0.02})
-    b.start(out.append, "periodic_flushing:format=chrome_trace")
-    assert b.mode == "periodic_flushing" and b.mode_options == {"format": "chrome_trace"}
+    b.start(out.append, select.parse_mode("rocprofiler", "periodic_flushing:format=chrome_trace"))
+    assert b.mode.periodic_flushing and b.mode.format == "chrome_trace"
     fake.load_code_object(["tick"])
     fake.launch("tick")
     deadline = time.time() + 5
@@ -283,13 +285,13 @@ def test_rocprof_periodic_flushing_delivers_without_flush(make):
 
 def test_rocprof_sessions_see_only_their_own_kernels(make):
     fake, b, first = make()
-    b.start(first.append, "")
+    b.start(first.append, NO_MODE)
     fake.load_code_object(["one", "between", "two"])
     fake.launch("one")
     b.stop()
     fake.launch("between")                 # no session: never delivered
     second = []
-    b.start(second.append, "")
+    b.start(second.append, NO_MODE)
     fake.launch("two")
     b.stop()
     assert names(rows(first)) == ["one"] and names(rows(second)) == ["two"]
@@ -299,7 +301,7 @@ def test_rocprof_sessions_see_only_their_own_kernels(make):
 
 def test_rocprof_tool_finalize_stops_accepting_records(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.finalize()
     fake.launch("after_exit")
     b.flush()
@@ -334,7 +336,7 @@ def test_rocprof_device_info_prefers_hip_python(make):
 
 def test_rocprof_flush_retries_while_the_buffer_is_busy(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.load_code_object(["busy"])
     fake.launch("busy")
     fake.busy_flushes = 3
@@ -344,7 +346,7 @@ def test_rocprof_flush_retries_while_the_buffer_is_busy(make):
 
 def test_rocprof_long_kernels_find_launch_records_many_flushes_old(make):
     fake, b, out = make(hold_kernel_records=True)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.load_code_object(["long"])
     t0 = time.time_ns()
     fake.launch("long")
@@ -360,11 +362,11 @@ def test_rocprof_long_kernels_find_launch_records_many_flushes_old(make):
 
 def test_rocprof_contexts_are_never_restarted_across_sessions(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     b.stop()
-    b.start(out.append, "", python_context=lambda: 3)    # needs the external-correlation context
+    b.start(out.append, NO_MODE, python_context=lambda: 3)    # needs the external-correlation context
     b.stop()
-    b.start(out.append, "")                               # keeps it: no stop/start cycle
+    b.start(out.append, NO_MODE)                               # keeps it: no stop/start cycle
     fake.load_code_object(["again"])
     fake.launch("again")
     b.stop()
@@ -374,7 +376,7 @@ def test_rocprof_contexts_are_never_restarted_across_sessions(make):
 
 def test_rocprof_scattered_headers_and_payloads_are_still_copied(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.load_code_object(["s0", "s1"])
     fake.scatter = True
     fake.launch("s0", dur_ns=700)

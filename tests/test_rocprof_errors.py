@@ -10,7 +10,8 @@ import pytest
 from fakes.fake_rocprofiler import FakeRocprofilerSdk
 from proton_ctypes.backends import select
 from proton_ctypes.backends.amd import lib as rocm_lib, sdk_runtime as rocm_sdk_runtime
-from proton_ctypes.backends.modes import parse_mode
+from proton_ctypes.backends.modes import NO_MODE
+from conftest import parsed
 from proton_ctypes.backends.amd.sdk_api import RocprofilerError, SdkLib
 from proton_ctypes.backends.amd.tracer_api import RoctracerError, TracerLib
 from proton_ctypes.backends.rocprof import RocprofilerBackend, load_rocprofiler
@@ -42,7 +43,7 @@ def test_rocprof_missing_library_raises_protons_message():
     if rocm_lib.library_available(rocm_lib.ROCPROFILER_SDK_SONAME, env):
         pytest.skip("librocprofiler-sdk.so is installed on this machine")
     with pytest.raises(RuntimeError) as e:
-        RocprofilerBackend(environ=env).start(lambda b: None, "")
+        RocprofilerBackend(environ=env).start(lambda b: None, NO_MODE)
     assert str(e.value) == "[PROTON] Could not load `librocprofiler-sdk.so`"
 
 
@@ -68,13 +69,13 @@ def test_rocprof_injected_library_is_used_as_is():
 def test_rocprof_failed_status_carries_the_status_string(backends):
     fake, b = backends(FakeRocprofilerSdk(fail={"rocprofiler_create_buffer": 3}))
     with pytest.raises(RuntimeError) as e:
-        b.start(lambda batch: None, "")
+        b.start(lambda batch: None, NO_MODE)
     assert "rocprofiler_create_buffer failed: No valid buffer for given buffer id (status 3)" in str(e.value)
 
 
 def test_rocprof_failed_flush_raises_rocprofiler_error(backends):
     fake, b = backends()
-    b.start(lambda batch: None, "")
+    b.start(lambda batch: None, NO_MODE)
     fake.fail["rocprofiler_flush_buffer"] = 1
     with pytest.raises(RocprofilerError) as e:
         b.flush()
@@ -85,7 +86,7 @@ def test_rocprof_failed_flush_raises_rocprofiler_error(backends):
 def test_rocprof_sdk_configured_by_someone_else_is_a_clear_error(backends):
     fake, b = backends(FakeRocprofilerSdk(already_configured=True))
     with pytest.raises(RocprofilerError) as e:
-        b.start(lambda batch: None, "")
+        b.start(lambda batch: None, NO_MODE)
     msg = str(e.value)
     assert "rocprofiler_force_configure" in msg and "not valid outside of rocprofiler configuration" in msg
     assert "before the first HIP call" in msg
@@ -98,7 +99,7 @@ def test_rocprof_sdk_configured_by_someone_else_is_a_clear_error(backends):
 def test_rocprof_visible_devices_variables_are_refused(backends, env, var):
     fake, b = backends(environ=env)
     with pytest.raises(ValueError) as e:
-        b.start(lambda batch: None, "")
+        b.start(lambda batch: None, NO_MODE)
     assert str(e.value) == HIP_MSG.replace("HIP_VISIBLE_DEVICES is set", f"{var} is set")
     assert fake.calls == []          # refused before touching the SDK
 
@@ -110,17 +111,16 @@ def test_rocprof_check_amd_env_reads_os_environ(monkeypatch):
         rocm_lib.check_amd_env()
 
 
-def test_rocprof_unknown_mode_uses_protons_profiler_name(backends):
-    fake, b = backends()
+def test_rocprof_unknown_mode_uses_protons_profiler_name():
     with pytest.raises(ValueError) as e:
-        b.start(lambda batch: None, "nope")
+        select.parse_mode("rocprofiler", "nope")
     assert str(e.value) == "[PROTON] RocprofSDKProfiler: unsupported mode: nope"
 
 
 def test_rocprof_pcsampling_is_refused_naming_the_mode(backends):
     fake, b = backends()
     with pytest.raises(NotImplementedError) as e:
-        b.start(lambda batch: None, "pcsampling:interval=1000")
+        b.start(lambda batch: None, select.parse_mode("rocprofiler", "pcsampling:interval=1000"))
     assert isinstance(e.value, ValueError)                 # Proton 3.8 raised ValueError here
     assert str(e.value).startswith("[PROTON] RocprofSDKProfiler: unsupported mode: pcsampling")
 
@@ -128,10 +128,9 @@ def test_rocprof_pcsampling_is_refused_naming_the_mode(backends):
 @pytest.mark.parametrize("mode,msg", [
     ("periodic_flushing:format=csv", "[PROTON] RocprofSDKProfiler: unsupported format: csv"),
     ("periodic_flushing:every=1", "[PROTON] RocprofSDKProfiler: unsupported option key: every")])
-def test_rocprof_periodic_flushing_options_are_checked(backends, mode, msg):
-    fake, b = backends()
+def test_rocprof_periodic_flushing_options_are_checked(mode, msg):
     with pytest.raises(ValueError) as e:
-        b.start(lambda batch: None, mode)
+        select.parse_mode("rocprofiler", mode)
     assert str(e.value) == msg
 
 
@@ -141,20 +140,16 @@ def test_rocprof_mode_objects_are_read_through_str(backends):
             return "periodic_flushing:format=hatchet_msgpack"
 
     fake, b = backends()
-    b.start(lambda batch: None, Mode())
-    assert (b.mode, b.mode_options) == ("periodic_flushing", {"format": "hatchet_msgpack"})
-    assert parse_mode("rocprofiler", None) == ("", {})
+    b.start(lambda batch: None, select.parse_mode("rocprofiler", Mode()))
+    assert b.mode.periodic_flushing and b.mode.format == "hatchet_msgpack"
+    assert parsed("rocprofiler", None) == ("", {})
 
 
-def test_rocprof_mode_names_are_matched_exactly_as_the_session_layer_does(backends):
-    fake, b = backends()
+def test_rocprof_mode_names_are_matched_exactly():
     for mode in ("Periodic_Flushing", "nope"):
-        with pytest.raises(ValueError) as backend_error:
-            b.start(lambda batch: None, mode)
         with pytest.raises(ValueError) as session_error:
-            select.validate_mode("rocprofiler", mode)
-        assert str(backend_error.value) == str(session_error.value) == \
-            f"[PROTON] RocprofSDKProfiler: unsupported mode: {mode}"
+            select.parse_mode("rocprofiler", mode)
+        assert str(session_error.value) == f"[PROTON] RocprofSDKProfiler: unsupported mode: {mode}"
 
 
 def test_rocprof_backend_never_imports_the_api_layer():

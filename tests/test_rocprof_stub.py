@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from proton_ctypes.backends.modes import NO_MODE
 from proton_ctypes.backends.amd import sdk_runtime as rocm_sdk_runtime
 from proton_ctypes.backends.rocprof import RocprofilerBackend
 from proton_ctypes.tree import strings
@@ -38,7 +39,7 @@ def test_rocprof_declarations_work_against_a_compiled_sdk(stub_lib):
     b = RocprofilerBackend(lib=stub_lib, environ={}, hip=False, synchronize=lambda: None)
     out = []
     try:
-        b.start(out.append, "")
+        b.start(out.append, NO_MODE)
         assert b.rt.ops == {"hipLaunchKernel": 214, "hipModuleLaunchKernel": 308}
         assert b.rt.agent_device == {0xA6E1: 0} and b.rt.agents[1]["arch"] == "gfx942"
         stub_lib.stub_load_kernel(b"stub_kernel", 77)

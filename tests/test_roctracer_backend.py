@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from fakes.fake_roctracer import HIP_API_IDS, FakeHsa, FakeRoctracer
+from proton_ctypes.backends import select
+from proton_ctypes.backends.modes import NO_MODE
 from proton_ctypes.backends.amd import lib as rocm_lib
 from proton_ctypes.backends.amd.tracer_api import RoctracerError
 from proton_ctypes.backends.roctracer import RoctracerBackend, load_roctracer
@@ -40,7 +42,7 @@ def names(batch):
 
 def test_roctracer_batch_has_thread_launch_time_start_end_device_and_name(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     t0 = time.time_ns()
     corr = [fake.launch("axpy", dur_ns=2500) for _ in range(3)]
     t1 = time.time_ns()
@@ -55,7 +57,7 @@ def test_roctracer_batch_has_thread_launch_time_start_end_device_and_name(make):
 
 def test_roctracer_device_ids_are_node_ids_minus_the_first_gpu_node(make):
     fake, b, out = make(gpu_nodes=(2, 3), gpu_node_base=2)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     assert b.device_offset == 2
     fake.launch("a", device=0)
     fake.launch("b", device=1)
@@ -65,7 +67,7 @@ def test_roctracer_device_ids_are_node_ids_minus_the_first_gpu_node(make):
 
 def test_roctracer_traces_only_launch_operations_resolved_by_name(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     assert fake.api_activity == {HIP_API_IDS[n] for n in b.ops}
     assert HIP_API_IDS["hipMemcpy"] not in fake.api_activity and fake.api_callbacks == {}
     assert "hipGraphLaunch" not in b.ops            # unknown to this HIP: skipped, not an error
@@ -73,7 +75,7 @@ def test_roctracer_traces_only_launch_operations_resolved_by_name(make):
 
 def test_roctracer_launch_threads_are_kept_apart(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     tids = []
 
     def work():
@@ -92,7 +94,7 @@ def test_roctracer_launch_threads_are_kept_apart(make):
 
 def test_roctracer_buffers_arrive_on_roctracers_thread_and_are_copied(make):
     fake, b, out = make(backend_kwargs={"buffer_bytes": 512})
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     for _ in range(10):
         fake.launch("w")
     deadline = time.time() + 5
@@ -106,7 +108,7 @@ def test_roctracer_buffers_arrive_on_roctracers_thread_and_are_copied(make):
 
 def test_roctracer_partial_records_are_counted_as_dropped(make):
     fake, b, out = make(partial_tail=True)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.launch("p")
     b.flush()
     assert len(rows(out)) == 1 and b.dropped == 1
@@ -114,7 +116,7 @@ def test_roctracer_partial_records_are_counted_as_dropped(make):
 
 def test_roctracer_disagreeing_clocks_stamp_launches_in_python(make):
     fake, b, out = make(clock_offset_ns=-4_000_000)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     assert b.attribution == "extcorr" and set(fake.api_callbacks) == set(fake.api_activity)
     t0 = time.time_ns()
     fake.launch("x")
@@ -126,7 +128,7 @@ def test_roctracer_disagreeing_clocks_stamp_launches_in_python(make):
 
 def test_roctracer_python_context_is_read_on_the_launching_thread(make):
     fake, b, out = make()
-    b.start(out.append, "", python_context=lambda: threading.get_native_id())
+    b.start(out.append, NO_MODE, python_context=lambda: threading.get_native_id())
     fake.launch("p")
     b.flush()
     assert rows(out)["py_node"].tolist() == [threading.get_native_id()]
@@ -134,13 +136,13 @@ def test_roctracer_python_context_is_read_on_the_launching_thread(make):
 
 def test_roctracer_each_session_opens_and_closes_the_pool(make):
     fake, b, first = make()
-    b.start(first.append, "")
+    b.start(first.append, NO_MODE)
     fake.launch("one")
     b.stop()
     assert fake.pool is None and fake.domains == set() and fake.api_activity == set()
     fake.launch("between")
     second = []
-    b.start(second.append, "")
+    b.start(second.append, NO_MODE)
     fake.launch("two")
     b.stop()
     assert names(rows(first)) == ["one"] and names(rows(second)) == ["two"]
@@ -149,8 +151,8 @@ def test_roctracer_each_session_opens_and_closes_the_pool(make):
 
 def test_roctracer_periodic_flushing_delivers_without_flush(make):
     fake, b, out = make(backend_kwargs={"flush_interval_s": 0.02})
-    b.start(out.append, "periodic_flushing")
-    assert b.mode_options == {"format": "hatchet"}
+    b.start(out.append, select.parse_mode("roctracer", "periodic_flushing"))
+    assert b.mode.format == "hatchet"
     fake.launch("tick")
     deadline = time.time() + 5
     while not out and time.time() < deadline:
@@ -160,7 +162,7 @@ def test_roctracer_periodic_flushing_delivers_without_flush(make):
 
 def test_roctracer_records_with_begin_not_before_end_are_skipped(make):
     fake, b, out = make()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.launch("zero", dur_ns=0)
     fake.launch("ok")
     b.flush()
@@ -173,7 +175,7 @@ def test_roctracer_missing_library_raises_protons_message():
     if rocm_lib.library_available(rocm_lib.ROCTRACER_SONAME, env):
         pytest.skip("libroctracer64.so is installed on this machine")
     with pytest.raises(RuntimeError) as e:
-        RoctracerBackend(environ=env).start(lambda b: None, "")
+        RoctracerBackend(environ=env).start(lambda b: None, NO_MODE)
     assert str(e.value) == "[PROTON] Could not load `libroctracer64.so`"
 
 
@@ -187,23 +189,21 @@ def test_roctracer_library_knobs_are_tried_first(tmp_path):
 def test_roctracer_failed_status_carries_the_error_string(make):
     fake, b, out = make(fail={"roctracer_open_pool": -6})
     with pytest.raises(RoctracerError) as e:
-        b.start(out.append, "")
+        b.start(out.append, NO_MODE)
     assert str(e.value) == "[PROTON] roctracer_open_pool failed: roctracer_open_pool(), error -6 (status -6)"
 
 
-def test_roctracer_unknown_mode_and_pcsampling_use_protons_message(make):
-    fake, b, out = make()
+def test_roctracer_unknown_mode_and_pcsampling_use_protons_message():
     for mode in ("nope", "pcsampling"):
         with pytest.raises(ValueError) as e:
-            b.start(out.append, mode)
+            select.parse_mode("roctracer", mode)
         assert str(e.value) == f"[PROTON] RoctracerProfiler: unsupported mode: {mode}"
-    assert fake.pool is None
 
 
 def test_roctracer_visible_devices_variables_are_refused(make):
     fake, b, out = make(environ={"CUDA_VISIBLE_DEVICES": "0"})
     with pytest.raises(ValueError) as e:
-        b.start(out.append, "")
+        b.start(out.append, NO_MODE)
     assert str(e.value) == ("Proton does not work when the environment variable CUDA_VISIBLE_DEVICES is set on "
                             "AMD GPUs. Please unset it and use `ROCR_VISIBLE_DEVICES` instead")
     assert fake.calls == []
@@ -212,10 +212,10 @@ def test_roctracer_visible_devices_variables_are_refused(make):
 def test_roctracer_failed_start_closes_the_pool_again(make):
     fake, b, out = make(fail={"roctracer_enable_domain_activity": -1})
     with pytest.raises(RoctracerError):
-        b.start(out.append, "")
+        b.start(out.append, NO_MODE)
     assert fake.pool is None and fake.api_activity == set()
     fake.fail.clear()
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     fake.launch("retry")
     b.flush()
     assert names(rows(out)) == ["retry"]
@@ -223,7 +223,7 @@ def test_roctracer_failed_start_closes_the_pool_again(make):
 
 def test_roctracer_device_info_comes_from_hsa_without_hip_python(make):
     fake, b, out = make(gpu_nodes=(2, 3), gpu_node_base=2)
-    b.start(out.append, "")
+    b.start(out.append, NO_MODE)
     assert b.device_info([1]) == {"HIP": {"1": {"arch": "gfx942", "bus_width": 8192, "clock_rate": 2100000,
                                                 "memory_clock_rate": 1300000, "num_sms": 304}}}
     assert b.device_info([]) == {}

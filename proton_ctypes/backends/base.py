@@ -1,8 +1,8 @@
-"""The one protocol every backend speaks, and the kernel batch it hands to the tree.
+"""The one contract every backend keeps (:class:`Backend`), and the kernel batch it hands on.
 
 Data flows one way: a backend collects device activity (in C, through the vendor's
 activity API), parses whole buffers at once, and hands **kernel batches** to a sink
-given to it by the profiler.  A kernel batch is a numpy structured array of
+given to it by the engine.  A kernel batch is a numpy structured array of
 :data:`KERNEL_DTYPE`; the tree attributes every row to call paths in bulk.  A backend
 never imports the API layer (``proton_ctypes.profile`` & co.) and never sees sessions.
 
@@ -28,9 +28,11 @@ CLOCK_REALTIME nanoseconds, already corrected by the backend's clock calibration
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional, Protocol
+from typing import Callable, Iterable, List, Optional, Tuple
 
 import numpy as np
+
+from .modes import NO_MODE, Mode
 
 KERNEL_DTYPE = np.dtype([
     ("tid", "<i8"),
@@ -77,28 +79,58 @@ def empty_batch(n: int = 0) -> np.ndarray:
     return batch
 
 
-class Backend(Protocol):
-    """What the profiler core expects from a backend.
+#: how a backend's kernel rows name their context (:attr:`Backend.attribution`): by launch time,
+#: joined with the launching thread's scope log
+ATTRIBUTION_TIMESTAMP = "timestamp"
+#: ... or by the external correlation id pushed at each scope edge (:meth:`Backend.push_external`),
+#: carried in ``py_node`` (the clock fallback)
+ATTRIBUTION_EXTCORR = "extcorr"
 
-    A backend object is created once per process by :mod:`proton_ctypes.backends.select`
-    and shared by every session that names it; ``start`` is called when the first such
-    session starts and ``stop`` when the last one is finalized.
+
+class Backend:
+    """The contract between the engine (:mod:`proton_ctypes.core`) and a backend: every member
+    the engine uses, with the default of a backend that has nothing to offer there.
+
+    A backend object is created once per process (:mod:`.select`) and shared by every session
+    that names it: :meth:`connect` and :meth:`start` are called when the first such session
+    starts, :meth:`stop` when the last one is finalized.  The engine never probes a backend
+    for members and never writes its fields; a backend never imports the engine (what it
+    must call back is handed to it by :meth:`connect` and :meth:`start`).
     """
 
     #: The name users pass as ``backend=`` (``"cupti"``, ``"host"``, ...).
-    name: str
-    #: ``"CUDA"``, ``"HIP"`` or ``""`` (host only): the ``device_type`` metric.
-    device_type: str
-    #: Records the vendor library dropped or we could not parse, reported at finalize.
-    dropped: int
+    name: str = ""
+    #: ``"CUDA"``, ``"HIP"`` or ``""``: the ``device_type`` metric of kernel nodes.  ``""``
+    #: means the backend produces no kernel rows, so scopes need not be logged for it.
+    device_type: str = ""
+    #: :data:`ATTRIBUTION_TIMESTAMP` or :data:`ATTRIBUTION_EXTCORR` (then the engine calls
+    #: :meth:`push_external`/:meth:`pop_external` at every scope edge); read after :meth:`start`.
+    attribution: str = ATTRIBUTION_TIMESTAMP
+    #: ``time_ns`` before which every launched kernel has been delivered to the sink (after a
+    #: :meth:`flush`); the engine then drops scope-log entries no later kernel needs.  0: unknown.
+    delivered_before: int = 0
+    #: ``mode="pcsampling"``: ``(sessions_active(backend), attribute_samples(backend, groups))``
+    #: of :mod:`proton_ctypes.core.pc_samples`, given by :meth:`connect`; None until then.
+    pc_attribution = None
+    #: ``(enter(name), exit() -> bool)``: open a scope for an NVTX range on the calling thread /
+    #: close the innermost one it opened (:mod:`proton_ctypes.core.nvtx`), given by
+    #: :meth:`connect`; None: NVTX ranges are not scopes.
+    nvtx_scopes = None
 
-    def start(self, sink: Sink, mode: str, python_context: Optional[Callable[[], int]] = None) -> None:
-        """Begin collecting; hand every parsed kernel batch to ``sink``.
+    def connect(self, pc_attribution=None, nvtx_scopes=None) -> None:
+        """Take the engine's functions a backend may call back (see the fields of the same
+        names); called before the first :meth:`start`."""
+        self.pc_attribution = pc_attribution
+        self.nvtx_scopes = nvtx_scopes
 
-        ``mode`` is the mode string (``""``, ``"periodic_flushing:format=..."``, ...);
-        ``python_context``, when given, is called on the launching thread at each launch
-        and returns the call-path node to store in ``py_node``.
+    def start(self, sink: Sink, mode: Mode = NO_MODE, python_context: Optional[Callable[[], int]] = None) -> None:
+        """Begin collecting; hand every parsed kernel batch to ``sink`` (from any thread).
+
+        ``mode`` is the session's parsed mode (:class:`.modes.Mode`); ``python_context``, when
+        given, is called on the launching thread at each launch and returns the call-path node
+        to store in ``py_node``.
         """
+        raise NotImplementedError(f"{type(self).__name__}.start")
 
     def flush(self) -> None:
         """Deliver every record completed so far to the sink (synchronising the device first)."""
@@ -107,4 +139,25 @@ class Backend(Protocol):
         """Flush, then stop collecting; the backend may be started again later."""
 
     def device_info(self, devices: Iterable[int]) -> dict:
-        """The device block of the hatchet file for ``devices``: ``{"CUDA": {"0": {...}}}``."""
+        """The device block of the hatchet file for ``devices``: ``{"CUDA": {"0": {...}}}``;
+        ``{}`` when the backend knows no devices."""
+        return {}
+
+    def lost(self) -> List[Tuple[int, str]]:
+        """Records lost so far, as ``(count, reason)`` pairs (reported at finalize)."""
+        return []
+
+    @property
+    def dropped(self) -> int:
+        """How many records were lost so far (the sum of :meth:`lost`, unless a backend counts
+        them itself)."""
+        return sum(count for count, _reason in self.lost())
+
+    def push_external(self, external_id: int) -> None:
+        """:data:`ATTRIBUTION_EXTCORR`: push ``external_id`` on the calling thread's stack, so
+        the kernels it launches carry it."""
+        raise NotImplementedError(f"{type(self).__name__} attributes kernels by timestamp")
+
+    def pop_external(self) -> int:
+        """:data:`ATTRIBUTION_EXTCORR`: pop the calling thread's innermost external id."""
+        raise NotImplementedError(f"{type(self).__name__} attributes kernels by timestamp")

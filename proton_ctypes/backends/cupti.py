@@ -33,8 +33,8 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
-from .base import DEFAULT_FLUSH_INTERVAL_S
-from .modes import PC_SAMPLING, PERIODIC_FLUSHING, parse_mode
+from .base import DEFAULT_FLUSH_INTERVAL_S, Backend
+from .modes import NO_MODE, Mode
 from .nvidia import nvtx
 from .nvidia.activity import calibrate_clock, choose_attribution, enable_activity
 from .nvidia.buffers import DEFAULT_BUFFER_BYTES, LIMIT_ENV, MIB, BufferPool
@@ -49,7 +49,7 @@ PARSE_BATCH_ENV = "PROTON_CTYPES_PARSE_BATCH"
 _ACTIVE = []  # the CuptiBackend currently started in this process (CUPTI allows one subscriber)
 
 
-class CuptiBackend:
+class CuptiBackend(Backend):
     """:class:`~.base.Backend` for NVIDIA GPUs through CUPTI's activity API."""
 
     name = "cupti"
@@ -78,7 +78,7 @@ class CuptiBackend:
         #: parses, joins and delivers (created with the pool, kept across sessions)
         self.collector: Optional[Collector] = None
         self.running = False
-        self.mode = ("", {})
+        self.mode = NO_MODE
         #: ``"timestamp"`` or ``"extcorr"`` (see the module docstring).
         self.attribution = "timestamp"
         #: CUPTI clock minus ``time.time_ns()`` measured at start, and the read window it came from.
@@ -86,13 +86,6 @@ class CuptiBackend:
         self.clock_window_ns = 0
         self._hub = None
         self._pc = None
-        #: ``(sessions_active(backend), attribute_samples(backend, groups))`` for pcsampling,
-        #: given by the profiler before start (:mod:`proton_ctypes.core.pc_samples`)
-        self.pc_attribution = None
-        #: ``(enter(name), exit() -> bool)``: open a scope for an NVTX range on the calling thread /
-        #: close the innermost one it opened (False: none open); given by the profiler before
-        #: start (:mod:`proton_ctypes.core.nvtx`).  None: NVTX ranges are not scopes.
-        self.nvtx_scopes = None
         #: what this backend put into ``NVTX_INJECTION64_PATH`` (taken out again at stop)
         self._nvtx_injected = None
         #: executable-graph ids seen made, and those reported missing, across starts (as Proton)
@@ -128,10 +121,9 @@ class CuptiBackend:
             out.append((c.parser.stats["unparsed_bytes"], "bytes of activity records of unknown kinds"))
         return [(int(n), what) for n, what in out if n]
 
-    def start(self, sink: Callable[[np.ndarray], None], mode: str = "",
+    def start(self, sink: Callable[[np.ndarray], None], mode: Mode = NO_MODE,
               python_context: Optional[Callable[[], int]] = None) -> None:
         """Begin collecting kernels; hand each parsed batch to ``sink`` (from any thread)."""
-        parsed_mode = parse_mode(self.name, mode)
         if self.running:
             raise RuntimeError("[PROTON] CuptiProfiler: already started")
         if _ACTIVE and _ACTIVE[0] is not self:
@@ -139,10 +131,10 @@ class CuptiBackend:
         if torch_profiler_active():
             raise RuntimeError(OTHER_SUBSCRIBER_MESSAGE)
         lib = self._load()
-        self.mode = parsed_mode
+        self.mode = mode
         self._hub = CallbackHub(lib)
         self._hub.graph_execs, self._hub.graph_warned = self._graph_execs, self._graph_warned
-        self._pc = self._hub.pc = self._make_pc_sampler(lib) if parsed_mode[0] == PC_SAMPLING else None
+        self._pc = self._hub.pc = self._make_pc_sampler(lib) if mode.pc_sampling else None
         self._hub.subscribe(python_context)  # first: detects another CUPTI user before touching anything
         _ACTIVE.append(self)
         try:
@@ -257,7 +249,7 @@ class CuptiBackend:
         if python_context is not None:
             self._hub.enable_launch_callbacks()
         self._enable_activity(lib)
-        self.collector.start_thread(self.mode[0] == PERIODIC_FLUSHING, self.flush_interval_s)
+        self.collector.start_thread(self.mode.periodic_flushing, self.flush_interval_s)
 
     def _start_nvtx(self, lib: CuptiLib) -> None:
         """NVTX ranges as scopes (``TRITON_ENABLE_NVTX``, :mod:`.nvidia.nvtx`): the push/pop
@@ -335,7 +327,7 @@ class CuptiBackend:
         if self.pc_attribution is None:
             raise RuntimeError("[PROTON] CuptiProfiler: pcsampling needs the profiler's sample attribution")
         sessions_active, attribute_samples = self.pc_attribution
-        pc = PCSampler(lib, pc_sampling_period(self.mode[1]["interval"]), self._synchronize,
+        pc = PCSampler(lib, pc_sampling_period(self.mode.interval), self._synchronize,
                        lambda groups: attribute_samples(self, groups))
         pc.active = lambda: sessions_active(self)
         return pc

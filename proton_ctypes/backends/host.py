@@ -7,28 +7,22 @@ nodes are produced and the device block is ``{}``.
 """
 from __future__ import annotations
 
+from .base import Backend
 
-class HostBackend:
-    """A backend with no device: start/flush/stop do nothing."""
+
+class HostBackend(Backend):
+    """A backend with no device: the contract's defaults (nothing to flush, stop or describe)."""
 
     name = "host"
     device_type = ""
 
     def __init__(self):
-        self.dropped = 0
         self.running = False
 
     def start(self, sink, mode, python_context=None) -> None:
         """Nothing to collect; remember that a session uses us."""
         self.running = True
 
-    def flush(self) -> None:
-        """No device records exist."""
-
     def stop(self) -> None:
         """Nothing to stop."""
         self.running = False
-
-    def device_info(self, devices) -> dict:
-        """No devices: the device block is empty."""
-        return {}

@@ -14,27 +14,26 @@ import time
 import numpy as np
 
 from ..tree import strings
-from .base import KERNEL_DTYPE
+from .base import KERNEL_DTYPE, Backend
+from .modes import NO_MODE
 
 #: the device block of one H200 as Proton writes it
 H200 = {"arch": "90", "bus_width": 6016, "clock_rate": 1980000, "memory_clock_rate": 3201000, "num_sms": 132}
 
 
-class MockBackend:
+class MockBackend(Backend):
     """Kernels are recorded by :meth:`launch` and handed to the sink at :meth:`flush`."""
 
     name = "mock"
     device_type = "CUDA"
 
     def __init__(self):
-        self.dropped = 0
         self.sink = None
         self.python_context = None
-        self.mode = ""
+        self.mode = NO_MODE
         self._rows = []
         self._lock = threading.Lock()
         self._clock = 0
-        self.delivered_before = 0
 
     def start(self, sink, mode, python_context=None) -> None:
         """Remember the sink (and the python-context resolver)."""
@@ -62,7 +61,6 @@ class MockBackend:
         """Deliver every recorded kernel as one batch."""
         with self._lock:
             rows, self._rows = self._rows, []
-            #: every kernel launched before this time has been handed to the sink
             self.delivered_before = time.time_ns()
         if not rows or self.sink is None:
             return

@@ -1,7 +1,10 @@
-"""Backend mode strings (``start(mode=...)``): the one parser, with Proton's rules and messages.
+"""Backend modes (``start(mode=...)``): the one parser, with Proton's rules and messages, and
+the typed value it returns.
 
-A mode string is ``name[:key=value[:...]]``.  Which names a backend accepts is
-:data:`MODES`; Proton's errors name the profiler (:data:`PROFILER_NAMES`):
+A mode string is ``name[:key=value[:...]]``.  It is parsed once, when the session is created
+(:func:`proton_ctypes.backends.select.parse_mode`, which knows what each backend accepts), into
+a :class:`Mode`; the session keeps it and its backend is started with it.  Nothing reads the
+string again.  Proton's rules:
 
 * an unknown name: ``ValueError("[PROTON] <Profiler>: unsupported mode: <name>")``;
 * ``periodic_flushing[:format=F]``: only the first option is read (as Proton's
@@ -12,29 +15,34 @@ A mode string is ``name[:key=value[:...]]``.  Which names a backend accepts is
   a positive integer (else ``proton.mode.PCSampling``'s ``"Interval must be a positive
   integer."``), 1000 by default.
 
-Names are matched exactly (lower case): the session layer keys periodic flushing on the
-literal ``periodic_flushing`` prefix.  The instrumentation backend's modes are its own
-(:mod:`.instrumentation.modes`).
+Names are matched exactly (lower case).  The instrumentation backend's string is
+``<device>[:<instrumentation mode>]``: only the device prefix is the backend's (the
+instrumentation mode itself is interpreted by its hook, :mod:`.instrumentation.modes`).
 """
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+import enum
+from dataclasses import dataclass
+from typing import Sequence
 
 from ..writers import FORMATS
 
-PERIODIC_FLUSHING = "periodic_flushing"
-PC_SAMPLING = "pcsampling"
 
-#: display names used in Proton's mode errors
-PROFILER_NAMES = {"cupti": "CuptiProfiler", "rocprofiler": "RocprofSDKProfiler",
-                  "roctracer": "RoctracerProfiler", "host": "HostProfiler", "mock": "CuptiProfiler",
-                  "instrumentation": "InstrumentationProfiler"}
+class ModeKind(enum.Enum):
+    """What a mode asks of its backend."""
 
-#: modes each backend accepts (the part before the first ':')
-MODES = {"cupti": (PC_SAMPLING, PERIODIC_FLUSHING), "rocprofiler": (PC_SAMPLING, PERIODIC_FLUSHING),
-         "roctracer": (PERIODIC_FLUSHING,), "host": (PERIODIC_FLUSHING,),
-         "mock": (PC_SAMPLING, PERIODIC_FLUSHING)}
+    #: no mode (``""`` or None): collect, deliver at flush
+    PLAIN = ""
+    #: write each closed phase to its part file as soon as it is flushed (timed flushes on a GPU)
+    PERIODIC_FLUSHING = "periodic_flushing"
+    #: CUPTI / rocprofiler-sdk program-counter sampling
+    PC_SAMPLING = "pcsampling"
+    #: the instrumentation backend's ``<device>[:...]``
+    INSTRUMENTATION = "instrumentation"
 
+
+PERIODIC_FLUSHING = ModeKind.PERIODIC_FLUSHING.value
+PC_SAMPLING = ModeKind.PC_SAMPLING.value
 #: the format ``periodic_flushing`` writes when none is given
 DEFAULT_PERIODIC_FORMAT = "hatchet"
 #: ``proton.mode.PCSampling``'s default interval (cycles)
@@ -42,22 +50,56 @@ DEFAULT_PC_INTERVAL = 1000
 INTERVAL_ERROR = "Interval must be a positive integer."
 
 
-def parse_mode(backend: str, mode) -> Tuple[str, dict]:
-    """Validate ``mode`` (a string, a mode object or None) for ``backend``; return ``(name, options)``.
+@dataclass(frozen=True)
+class Mode:
+    """A backend mode, parsed once (:func:`parse`).  Two modes are equal when their strings are
+    (Proton refuses a second session of one backend whose mode string differs)."""
 
-    ``""``/None -> ``("", {})``; ``periodic_flushing`` -> ``{"format": F}``; ``pcsampling`` ->
-    ``{"interval": N}``.  Raises ``ValueError`` with Proton's messages (module docstring).
+    #: the mode string as given (for the instrumentation backend: ``<device>[:<mode>]``)
+    text: str = ""
+    kind: ModeKind = ModeKind.PLAIN
+    #: the name Proton's errors give the backend that parsed it (``CuptiProfiler``, ...)
+    profiler: str = ""
+    #: ``periodic_flushing``: the output format of the part files
+    format: str = DEFAULT_PERIODIC_FORMAT
+    #: ``pcsampling``: the sampling interval in cycles
+    interval: int = DEFAULT_PC_INTERVAL
+    #: the instrumentation backend: the device prefix as given (``cuda``, ``hip``, ...)
+    device: str = ""
+
+    @property
+    def periodic_flushing(self) -> bool:
+        """Whether closed phases are written at each flush."""
+        return self.kind is ModeKind.PERIODIC_FLUSHING
+
+    @property
+    def pc_sampling(self) -> bool:
+        """Whether program counters are sampled."""
+        return self.kind is ModeKind.PC_SAMPLING
+
+
+#: no mode at all
+NO_MODE = Mode()
+
+
+def parse(profiler: str, accepted: Sequence[ModeKind], mode) -> Mode:
+    """Validate ``mode`` (a string, a mode object or None) for a backend that accepts the kinds
+    ``accepted`` and whose errors name it ``profiler``; return the :class:`Mode`.
+
+    Raises ``ValueError`` with Proton's messages (module docstring).
     """
     text = "" if mode is None else str(mode)
+    if ModeKind.INSTRUMENTATION in accepted:
+        return Mode(text, ModeKind.INSTRUMENTATION, profiler, device=text.split(":")[0])
     if not text:
-        return "", {}
+        return Mode(text, ModeKind.PLAIN, profiler)
     name, *options = text.split(":")
-    profiler = PROFILER_NAMES.get(backend, backend)
-    if name not in MODES.get(backend, ()):
+    kind = next((k for k in accepted if k.value == name), None)
+    if kind is None or kind is ModeKind.PLAIN:
         raise ValueError(f"[PROTON] {profiler}: unsupported mode: {name}")
-    if name == PERIODIC_FLUSHING:
-        return name, {"format": _periodic_format(profiler, options)}
-    return name, {"interval": _pc_interval(profiler, options)}
+    if kind is ModeKind.PERIODIC_FLUSHING:
+        return Mode(text, kind, profiler, format=_periodic_format(profiler, options))
+    return Mode(text, kind, profiler, interval=_pc_interval(profiler, options))
 
 
 def _periodic_format(profiler: str, options: Sequence[str]) -> str:

@@ -13,26 +13,25 @@ kernel names). This module turns what the buffer callbacks queued into kernel ba
 * SDK timestamps (CLOCK_BOOTTIME) are moved to ``time.time_ns()`` by the calibrated offset.
 
 The join itself (one round of waiting for a late launch record, ``invalid`` and
-``unmatched`` counts) is :class:`~.amd.parse.KernelJoiner`, shared with roctracer.
+``unmatched`` counts) is :class:`~.amd.parse.KernelJoiner`, and the timer, flush, stop and
+device block are :class:`~.amd.collection.AmdCollection`, both shared with roctracer.
 """
 from __future__ import annotations
 
 import ctypes
 import os
-import threading
-from typing import Callable, Iterable, Optional
+from typing import Callable, Optional
 
 import numpy as np
 
 from ..tree import strings
-from .amd import devices as rocm_devices, lib as rocm_lib, parse as rocm_parse
+from .amd import lib as rocm_lib, parse as rocm_parse
 from .amd import sdk_api as api
+from .amd.collection import UNKNOWN_KERNEL, AmdCollection
 from .amd.sdk_runtime import SdkRuntime, runtime_for
 from .amd.layout import HIP_API_V0, HIP_API_V1, KERNEL_DISPATCH
-from .base import DEFAULT_FLUSH_INTERVAL_S
-from .modes import PROFILER_NAMES, parse_mode
-
-UNKNOWN_KERNEL = "<unknown>"
+from .base import ATTRIBUTION_EXTCORR, ATTRIBUTION_TIMESTAMP, DEFAULT_FLUSH_INTERVAL_S
+from .modes import NO_MODE, Mode
 _KD_FIELDS = ("size", "corr_internal", "thread_id", "start", "end", "agent_id", "queue_id", "kernel_id")
 
 
@@ -65,42 +64,22 @@ def configure_early(lib=None) -> None:
     runtime_for(load_rocprofiler(lib))
 
 
-class RocprofilerBackend:
+class RocprofilerBackend(AmdCollection):
     """Kernel activity from rocprofiler-sdk, delivered as :data:`~.base.KERNEL_DTYPE` batches."""
 
     name = "rocprofiler"
-    device_type = "HIP"
+    timer_name = "proton_ctypes-rocprof-flush"
 
     def __init__(self, lib=None, hip=None, environ=None, buffer_bytes: int = rocm_lib.DEFAULT_BUFFER_BYTES,
                  flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
                  synchronize: Optional[Callable[[], object]] = None):
-        self._lib_arg, self._hip, self._environ = lib, hip, environ
+        super().__init__(hip, environ, flush_interval_s, synchronize)
+        self._lib_arg = lib
         self._buffer_bytes = buffer_bytes
-        self.flush_interval_s = flush_interval_s
-        self._synchronize = synchronize
         self.sdk: Optional[api.SdkLib] = None
         self.rt: Optional[SdkRuntime] = None
-        self.sink = None
-        self.mode, self.mode_options = "", {}
-        self.attribution = "timestamp"
-        self._parse_dropped = 0
-        self._joiner = rocm_parse.KernelJoiner()
-        self._queues = rocm_parse.IdMap()
-        self._flush_lock = threading.RLock()
-        self._timer: Optional[threading.Thread] = None
-        self._timer_stop = threading.Event()
 
-    # ------------------------------------------------------------------ protocol
-    @property
-    def invalid(self) -> int:
-        """Kernel records skipped because ``start >= end`` (Proton skips them too)."""
-        return self._joiner.invalid
-
-    @property
-    def unmatched(self) -> int:
-        """Kernels delivered without a launch-API record (``launch_ns = start_ns``)."""
-        return self._joiner.unmatched
-
+    # ------------------------------------------------------------------ contract
     @property
     def dropped(self) -> int:
         """Records rocprofiler-sdk dropped (buffer callback ``drop_count``) or we could not parse."""
@@ -113,24 +92,20 @@ class RocprofilerBackend:
             self.rt = runtime_for(self.sdk, buffer_bytes=self._buffer_bytes, environ=self._environ)
         return self.rt
 
-    def start(self, sink, mode, python_context=None) -> None:
+    def start(self, sink, mode: Mode = NO_MODE, python_context=None) -> None:
         """Check the environment and mode, register the tool if needed, begin delivering to ``sink``."""
-        rocm_lib.check_amd_env(self._environ)
-        name, opts = parse_mode("rocprofiler", mode)
-        if name == "pcsampling":
+        self._begin(mode)
+        if mode.pc_sampling:
             raise rocm_lib.ModeNotImplemented(
-                f"[PROTON] {PROFILER_NAMES['rocprofiler']}: unsupported mode: pcsampling "
+                f"[PROTON] {mode.profiler}: unsupported mode: {mode.kind.value} "
                 "(PC sampling through rocprofiler-sdk is not implemented by proton_ctypes)")
         rt = self.configure()
         if not rt.initialized:
             raise RuntimeError("[PROTON] rocprofiler-sdk has not initialised the proton_ctypes tool")
-        self.mode, self.mode_options = name, opts
         rt.calibration = rocm_lib.calibrate(rt.sdk.timestamp)    # again: REALTIME may have been stepped
-        override = rocm_lib.attribution_override(self._environ)
-        ext = override == "extcorr" or python_context is not None or \
-            (override != "timestamp" and not rt.calibration.agrees)
         rt.python_context = python_context
-        rt.activate("extcorr" if ext else "timestamp")
+        rt.activate(ATTRIBUTION_EXTCORR if self._wants_extcorr(rt.calibration, python_context)
+                    else ATTRIBUTION_TIMESTAMP)
         self.attribution = rt.running
         rt.accepting = False                 # forget what ran between sessions
         rt.flush_buffer()
@@ -138,26 +113,7 @@ class RocprofilerBackend:
         self._joiner.reset()
         self.sink = sink
         rt.accepting = True
-        if name == "periodic_flushing":
-            self._timer_stop.clear()
-            self._timer = threading.Thread(target=self._periodic, name="proton_ctypes-rocprof-flush", daemon=True)
-            self._timer.start()
-
-    def flush(self) -> None:
-        """Synchronise the device, flush the SDK buffer and deliver every record completed so far."""
-        self._flush(sync=True, final=False)
-
-    def stop(self) -> None:
-        """Stop the timer, flush everything (unmatched kernels included); the context keeps running."""
-        self._timer_stop.set()
-        if self._timer is not None and self._timer is not threading.current_thread():
-            self._timer.join()
-        self._timer = None
-        if self.rt is not None:
-            self._flush(sync=True, final=True)
-            self.rt.accepting = False
-            self.rt.python_context = None
-        self.sink = None
+        self._start_timer()
 
     def shutdown(self) -> None:
         """Stop every SDK context (process exit, tests). A later start() reuses the runtime."""
@@ -165,44 +121,27 @@ class RocprofilerBackend:
         if self.rt is not None:
             self.rt.shutdown()
 
-    def device_info(self, devices: Iterable[int]) -> dict:
-        """``{"HIP": {"0": {arch, bus_width, clock_rate, memory_clock_rate, num_sms}}}`` (``{}`` if none)."""
-        out = {}
-        by_dev = {a.get("device"): a for a in (self.rt.agents if self.rt else ()) if "device" in a}
-        for d in sorted(set(int(x) for x in devices)):
-            info = rocm_devices.hip_device_info(d, self._hip)
-            if info is None and d in by_dev:
-                info = rocm_devices.agent_device_info(by_dev[d])
-            out[str(d)] = info if info is not None else {}
-        return {"HIP": out} if out else {}
+    # ------------------------------------------------------------------ the skeleton's hooks
+    def _collecting(self) -> bool:
+        return self.rt is not None
 
-    # ------------------------------------------------------------------ work
-    def _periodic(self) -> None:
-        while not self._timer_stop.wait(self.flush_interval_s):
-            try:
-                self._flush(sync=False, final=False)
-            except Exception:
-                pass
-
-    def _flush(self, sync: bool, final: bool) -> None:
+    def _collect(self, final: bool) -> np.ndarray:
         rt = self.rt
-        if rt is None:
-            return
-        with self._flush_lock:
-            if sync:
-                (self._synchronize or (lambda: rocm_devices.device_synchronize(self._hip)))()
-            rt.flush_buffer()
-            items, log = rt.take()
-            batch = self._parse(items, log, final)
-            sink = self.sink
-        if sink is not None and len(batch):
-            sink(batch)
+        rt.flush_buffer()
+        items, log = rt.take()
+        return self._parse(items, log, final)
 
+    def _end_collection(self) -> None:
+        self.rt.accepting = False
+        self.rt.python_context = None
+
+    def _agents_by_device(self) -> dict:
+        return {a.get("device"): a for a in (self.rt.agents if self.rt else ()) if "device" in a}
+
+    # ------------------------------------------------------------------ parsing
     def _parse(self, items, log, final: bool) -> np.ndarray:
         off, rt = self.rt.calibration.offset_ns, self.rt
-        if log:  # external-correlation stamps first: they win over the API records
-            a = np.array(log, dtype=np.int64).reshape(-1, rocm_parse.LAUNCH_LOG_FIELDS)
-            self._joiner.add_launches(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+        self._add_launch_log(log)  # external-correlation stamps first: they win over the API records
         parts = []
         for kind, offs, blob in items:
             ha = kind == api.BUFFER_TRACING_HIP_RUNTIME_API

@@ -23,20 +23,19 @@ import ctypes
 import os
 import threading
 import time
-from typing import Callable, Iterable, Optional
+from typing import Callable, Optional
 
 import numpy as np
 
 from ..tree import strings
-from .amd import devices as rocm_devices, hsa as rocm_hsa, lib as rocm_lib, parse as rocm_parse
+from .amd import hsa as rocm_hsa, lib as rocm_lib, parse as rocm_parse
+from .amd.collection import UNKNOWN_KERNEL, AmdCollection
 from .amd import tracer_api as rt_api
 from .amd.layout import (HIP_API_DATA_CORRELATION, HIP_API_DATA_PHASE, ROCTRACER_DOMAIN_HIP_API,
                          ROCTRACER_DOMAIN_HIP_OPS, ROCTRACER_KIND_KERNEL, ROCTRACER_KIND_TASK,
                          ROCTRACER_RECORD)
-from .base import DEFAULT_FLUSH_INTERVAL_S
-from .modes import parse_mode
-
-UNKNOWN_KERNEL = "<unknown>"
+from .base import ATTRIBUTION_EXTCORR, ATTRIBUTION_TIMESTAMP, DEFAULT_FLUSH_INTERVAL_S
+from .modes import NO_MODE, Mode
 
 
 def load_roctracer(lib=None, environ=None) -> rt_api.TracerLib:
@@ -45,79 +44,55 @@ def load_roctracer(lib=None, environ=None) -> rt_api.TracerLib:
     return rt_api.TracerLib.load(lib, environ)
 
 
-class RoctracerBackend:
+class RoctracerBackend(AmdCollection):
     """Kernel activity from roctracer, delivered as :data:`~.base.KERNEL_DTYPE` batches."""
 
     name = "roctracer"
-    device_type = "HIP"
+    timer_name = "proton_ctypes-roctracer-flush"
 
     def __init__(self, lib=None, hsa=None, hip=None, environ=None, buffer_bytes: Optional[int] = None,
                  flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
                  synchronize: Optional[Callable[[], object]] = None):
-        self._lib_arg, self._hsa_arg, self._hip, self._environ = lib, hsa, hip, environ
+        super().__init__(hip, environ, flush_interval_s, synchronize)
+        self._lib_arg, self._hsa_arg = lib, hsa
         env = os.environ if environ is None else environ
         self._buffer_bytes = buffer_bytes or int(env.get("TRITON_PROFILE_BUFFER_SIZE", rocm_lib.DEFAULT_BUFFER_BYTES))
-        self.flush_interval_s = flush_interval_s
-        self._synchronize = synchronize
         self.tracer: Optional[rt_api.TracerLib] = None
         self.calibration = None
-        self.sink = None
-        self.mode, self.mode_options = "", {}
-        self.attribution = "timestamp"
         self.ops = {}
         self.device_offset = None
         self.gpu_agents = []
         self.running = False
         self.tracer_dropped = 0
-        self._parse_dropped = 0
         self._accepting = False
         self._python_context = None
         self._pending, self._api_log = [], collections.deque()
         self._lock = threading.Lock()
-        self._flush_lock = threading.RLock()
-        self._joiner = rocm_parse.KernelJoiner()
-        self._queues = rocm_parse.IdMap()
         self._names = {}
-        self._timer: Optional[threading.Thread] = None
-        self._timer_stop = threading.Event()
         self._cb_buffer = rt_api.BUFFER_CALLBACK(self._on_buffer)
         self._cb_api = rt_api.API_CALLBACK(self._on_api)
         self._properties = None
 
-    # ------------------------------------------------------------------ protocol
+    # ------------------------------------------------------------------ contract
     @property
     def dropped(self) -> int:
         """Records we could not parse (a buffer whose length is not a whole number of records)."""
         return self.tracer_dropped + self._parse_dropped
 
-    @property
-    def invalid(self) -> int:
-        """Kernel records skipped because ``begin_ns >= end_ns`` (Proton skips them too)."""
-        return self._joiner.invalid
-
-    @property
-    def unmatched(self) -> int:
-        """Kernels delivered without a launch-API record (``launch_ns = start_ns``)."""
-        return self._joiner.unmatched
-
-    def start(self, sink, mode, python_context=None) -> None:
-        """Check environment and mode, load roctracer, open the pool and start tracing."""
-        rocm_lib.check_amd_env(self._environ)
-        name, opts = parse_mode("roctracer", mode)
+    def start(self, sink, mode: Mode = NO_MODE, python_context=None) -> None:
+        """Check the environment, load roctracer, open the pool and start tracing."""
+        self._begin(mode)
         if self.tracer is None:
             self.tracer = load_roctracer(self._lib_arg, self._environ)
         tr = self.tracer
-        self.mode, self.mode_options = name, opts
         self.calibration = rocm_lib.calibrate(tr.timestamp)   # per session: REALTIME may have been stepped
         if self.device_offset is None:
             self.gpu_agents = self._hsa_agents()
             self.device_offset = self.gpu_agents[0]["node_id"] if self.gpu_agents else 0
         self.ops = {n: op for n in rt_api.HIP_LAUNCH_OPERATIONS
                     if (op := tr.op_code(rt_api.ACTIVITY_DOMAIN_HIP_API, n)) is not None}
-        override = rocm_lib.attribution_override(self._environ)
-        ext = override == "extcorr" or python_context is not None or \
-            (override != "timestamp" and not self.calibration.agrees)
-        self.attribution = "extcorr" if ext else "timestamp"
+        ext = self._wants_extcorr(self.calibration, python_context)
+        self.attribution = ATTRIBUTION_EXTCORR if ext else ATTRIBUTION_TIMESTAMP
         self._python_context = python_context
         self._joiner.reset()
         self._pending = []
@@ -137,36 +112,13 @@ class RoctracerBackend:
         self._accepting = True
         tr.raw("roctracer_start")
         self.running = True
-        if name == "periodic_flushing":
-            self._timer_stop.clear()
-            self._timer = threading.Thread(target=self._periodic, name="proton_ctypes-roctracer-flush", daemon=True)
-            self._timer.start()
-
-    def flush(self) -> None:
-        """Synchronise the device, ``roctracer_flush_activity`` and deliver what completed."""
-        self._flush(sync=True, final=False)
-
-    def stop(self) -> None:
-        """Flush everything, stop tracing, disable the domains and close the pool."""
-        self._timer_stop.set()
-        if self._timer is not None and self._timer is not threading.current_thread():
-            self._timer.join()
-        self._timer = None
-        if not self.running:
-            return
-        self._flush(sync=True, final=True)
-        self.tracer.raw("roctracer_stop")
-        self._accepting = False
-        self._disable(quiet=False)
-        self.running = False
-        self.sink = None
-        self._python_context = None
+        self._start_timer()
 
     def _disable(self, quiet: bool) -> None:
         """Undo what start() enabled, then close the pool (``quiet``: ignore failures)."""
         tr, hip_api = self.tracer, rt_api.ACTIVITY_DOMAIN_HIP_API
         steps = [("roctracer_disable_op_callback", hip_api, op) for op in self.ops.values()
-                 if self.attribution == "extcorr"]
+                 if self.attribution == ATTRIBUTION_EXTCORR]
         steps += [("roctracer_disable_domain_activity", rt_api.ACTIVITY_DOMAIN_HIP_OPS)]
         steps += [("roctracer_disable_op_activity", hip_api, op) for op in self.ops.values()]
         steps += [("roctracer_close_pool",)]
@@ -177,17 +129,26 @@ class RoctracerBackend:
                 if not quiet:
                     raise
 
-    def device_info(self, devices: Iterable[int]) -> dict:
-        """``{"HIP": {"0": {arch, bus_width, clock_rate, memory_clock_rate, num_sms}}}`` through
-        hip-python, else from the HSA agents (``{}`` if none)."""
-        by_dev = {a["node_id"] - (self.device_offset or 0): a for a in self.gpu_agents}
-        out = {}
-        for d in sorted(set(int(x) for x in devices)):
-            info = rocm_devices.hip_device_info(d, self._hip)
-            if info is None and d in by_dev:
-                info = rocm_devices.agent_device_info(by_dev[d])
-            out[str(d)] = info if info is not None else {}
-        return {"HIP": out} if out else {}
+    # ------------------------------------------------------------------ the skeleton's hooks
+    def _collecting(self) -> bool:
+        return self.running
+
+    def _collect(self, final: bool) -> np.ndarray:
+        self.tracer.call("roctracer_flush_activity")
+        with self._lock:
+            blobs, self._pending = self._pending, []
+        return self._parse(blobs, rocm_parse.drain(self._api_log), final)
+
+    def _end_collection(self) -> None:
+        """``roctracer_stop``, disable the domains and close the pool."""
+        self.tracer.raw("roctracer_stop")
+        self._accepting = False
+        self._disable(quiet=False)
+        self.running = False
+        self._python_context = None
+
+    def _agents_by_device(self) -> dict:
+        return {a["node_id"] - (self.device_offset or 0): a for a in self.gpu_agents}
 
     # ------------------------------------------------------------------ callbacks
     def _on_buffer(self, begin, end, arg):
@@ -219,28 +180,6 @@ class RoctracerBackend:
         except Exception:
             return []
 
-    def _periodic(self) -> None:
-        while not self._timer_stop.wait(self.flush_interval_s):
-            try:
-                self._flush(sync=False, final=False)
-            except Exception:
-                pass
-
-    def _flush(self, sync: bool, final: bool) -> None:
-        if not self.running:
-            return
-        with self._flush_lock:
-            if sync:
-                (self._synchronize or (lambda: rocm_devices.device_synchronize(self._hip)))()
-            self.tracer.call("roctracer_flush_activity")
-            with self._lock:
-                blobs, self._pending = self._pending, []
-            log = rocm_parse.drain(self._api_log)
-            batch = self._parse(blobs, log, final)
-            sink = self.sink
-        if sink is not None and len(batch):
-            sink(batch)
-
     def _parse(self, blobs, log, final: bool) -> np.ndarray:
         size = ROCTRACER_RECORD.itemsize
         whole = []
@@ -250,9 +189,7 @@ class RoctracerBackend:
             whole.append(b[:len(b) - len(b) % size])
         rec = np.frombuffer(b"".join(whole), dtype=ROCTRACER_RECORD)
         off = self.calibration.offset_ns
-        if log:  # Python-clock stamps first: they win over the API records
-            a = np.array(log, dtype=np.int64).reshape(-1, rocm_parse.LAUNCH_LOG_FIELDS)
-            self._joiner.add_launches(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+        self._add_launch_log(log)  # Python-clock stamps first: they win over the API records
         api = rec[rec["domain"] == ROCTRACER_DOMAIN_HIP_API]
         if len(api):
             self._joiner.add_launches(api["correlation_id"].astype(np.int64), api["begin_ns"].astype(np.int64) + off,

@@ -23,6 +23,7 @@ import numpy as np
 from time import time_ns
 
 from .flags import flags as _flags, on_profiling_change
+from ..backends.base import ATTRIBUTION_EXTCORR
 from ..tree import callpath
 from ..tree.codes import ext_id
 
@@ -82,8 +83,7 @@ class View:
         self.logging = any(s.uses_device for s in sessions)
         self.trace = any(s.data == "trace" for s in sessions)
         #: a backend attributing by external correlation ids (clock fallback), else None
-        self.ext = next((s.backend for s in sessions
-                         if getattr(s.backend, "attribution", "timestamp") == "extcorr"), None)
+        self.ext = next((s.backend for s in sessions if s.backend.attribution == ATTRIBUTION_EXTCORR), None)
         self.ext_pushed = False
         #: metric plans of this view: the launch hook's by op node (tree.metrics.plan), the
         #: scopes' by (node, key order) (tree.metrics.add_planned)

@@ -124,12 +124,12 @@ def launch_targets(ctx, name: str):
     for v in ctx.views:
         node = None
         for s in v.sessions:
-            if s.active and getattr(s, "backend_name", None) == BACKEND:
+            if s.active and s.backend_name == BACKEND:
                 if node is None:
                     node = callpath.child(v.context_node(ctx.state), name)
                 events.first_seen(s.current.created, node)
                 out.append((s, node))
-    py = [s for s in events.G.py_active if s.active and getattr(s, "backend_name", None) == BACKEND]
+    py = [s for s in events.G.py_active if s.active and s.backend_name == BACKEND]
     if py:
         # the launching Python stack, without the hook's own frames (spec §0.3)
         node = callpath.child(recording.python_node(2 + _frames_inside_package()), name)

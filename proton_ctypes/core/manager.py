@@ -12,6 +12,7 @@ import threading
 
 from . import events, lifecycle, naming, nvtx, pc_samples, recording, tensor_metrics
 from ..backends import select
+from ..backends.base import Backend
 from .events import G
 from .flags import flags
 from .session import Session
@@ -38,7 +39,7 @@ def _sink_for(backend):
                 if s.backend is backend:
                     with s.lock:
                         attribute.ingest(s, G.views_by_tid, batch)
-                        if s.mode.startswith("periodic_flushing"):
+                        if s.mode.periodic_flushing:
                             periodic_flush(s)
     return sink
 
@@ -46,7 +47,7 @@ def _sink_for(backend):
 def periodic_flush(s: Session) -> list:
     """``periodic_flushing`` mode: write every closed phase to its part file and drop it."""
     paths = []
-    fmt = select.periodic_format(s.backend_name, s.mode)
+    fmt = s.mode.format
     if FORMATS[fmt].data != s.data:
         raise ValueError("[PROTON] Output format not supported")
     _merge_views(s)
@@ -66,16 +67,17 @@ def _python_context():
     return recording.python_node
 
 
-def create(name: str, context: str, data: str, backend_name: str, mode: str) -> int:
-    """Create (or find, by name) a session and return its id; raises Proton's errors."""
+def create(name: str, context: str, data: str, backend_name: str, mode_text: str) -> int:
+    """Create (or find, by name) a session and return its id; raises Proton's errors.
+
+    ``mode_text`` is parsed here, once, into the session's :class:`~proton_ctypes.backends.modes.Mode`."""
     existing = _by_name.get(name)
     if existing is not None and not existing.finalized:
         if not existing.active:
             existing.set_active(True)
             events.bump_epoch()
         return existing.id
-    select.validate_name(backend_name)
-    select.validate_mode(backend_name, mode)
+    mode = select.parse_mode(backend_name, mode_text)
     if context not in CONTEXTS:
         raise ValueError(f"[PROTON] Unknown context source: {context}")
     if data not in DATA:
@@ -87,15 +89,12 @@ def create(name: str, context: str, data: str, backend_name: str, mode: str) -> 
     backend = select.get(backend_name)
     lifecycle.install(snapshot_all, _finalize_at_exit, _after_fork_in_child)
     if _users.get(backend_name, 0) == 0:
-        if hasattr(backend, "pc_attribution"):
-            backend.pc_attribution = (pc_samples.sessions_active, pc_samples.attribute_samples)
-        if hasattr(backend, "nvtx_scopes"):
-            backend.nvtx_scopes = (nvtx.enter, nvtx.exit)
+        backend.connect(pc_attribution=(pc_samples.sessions_active, pc_samples.attribute_samples),
+                        nvtx_scopes=(nvtx.enter, nvtx.exit))
         backend.start(_sink_for(backend), mode,
                       _python_context() if context == "python" else None)
     _users[backend_name] = _users.get(backend_name, 0) + 1
-    s = Session(next(_ids), name, context, data, backend, mode)
-    s.backend_name = backend_name
+    s = Session(next(_ids), name, context, data, backend, backend_name, mode)
     s.lost_at_start = backend_losses(backend)
     with G.lock:
         G.sessions[s.id] = s
@@ -174,15 +173,14 @@ def trim_logs(before_ns: int) -> None:
 def flush(s: Session) -> None:
     """Bring every record of ``s`` into its phases (backend buffers, tensors, views)."""
     s.backend.flush()
-    delivered = getattr(s.backend, "delivered_before", None)
-    if delivered:
-        trim_logs(delivered)
+    if s.backend.delivered_before:
+        trim_logs(s.backend.delivered_before)
     tensor_metrics.drain(s)
     _merge_views(s)
     for p, pd in s.phases.items():
         if p < s.phase:
             pd.complete = True
-    if s.mode.startswith("periodic_flushing"):
+    if s.mode.periodic_flushing:
         periodic_flush(s)
 
 
@@ -234,12 +232,13 @@ def write(s: Session, fmt: str) -> list:
     return paths
 
 
-def backend_losses(backend) -> dict:
-    """``{what: count}`` of every record loss the backend has counted so far."""
-    lost = getattr(backend, "lost", None)
-    if lost is not None:
-        return {what: n for n, what in lost() if n}
-    n = int(getattr(backend, "dropped", 0) or 0)
+def backend_losses(backend: Backend) -> dict:
+    """``{what: count}`` of every record loss the backend has counted so far (``Backend.lost``;
+    a backend that only counts ``dropped`` gives one count)."""
+    lost = backend.lost()
+    if lost:
+        return {what: n for n, what in lost if n}
+    n = backend.dropped
     return {LOST_RECORDS: n} if n else {}
 
 

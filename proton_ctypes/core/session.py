@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 import time
 
+from ..backends.base import Backend
+from ..backends.modes import Mode
 from ..tree.codes import FAR_FUTURE
 
 
@@ -50,12 +52,16 @@ class PhaseData:
 class Session:
     """One profiling session (what ``start`` returns the id of)."""
 
-    def __init__(self, sid: int, name: str, context: str, data: str, backend, mode: str):
+    def __init__(self, sid: int, name: str, context: str, data: str, backend: Backend, backend_name: str,
+                 mode: Mode):
         self.id = sid
         self.name = name
         self.context = context
         self.data = data
         self.backend = backend
+        #: the name the session was started with (a registered test double may stand in for it)
+        self.backend_name = backend_name
+        #: the parsed ``mode=`` (parsed once, when the session was created)
         self.mode = mode
         self.active = True
         self.finalized = False
@@ -130,4 +136,4 @@ class Session:
     @property
     def uses_device(self) -> bool:
         """Whether the backend produces kernel records (so scopes must be logged)."""
-        return bool(getattr(self.backend, "device_type", ""))
+        return bool(self.backend.device_type)

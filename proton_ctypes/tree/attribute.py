@@ -113,7 +113,7 @@ def ingest(session, views_by_tid, batch) -> None:
         return
     rows = batch[keep]
     t = rows["launch_ns"]
-    if getattr(session.backend, "attribution", "timestamp") == "extcorr" and session.context != "python":
+    if session.backend.attribution == "extcorr" and session.context != "python":
         codes = codes_of_ext(rows["py_node"])
     elif session.context == "python":
         codes = rows["py_node"].astype(np.int64)

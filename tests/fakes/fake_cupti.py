@@ -630,13 +630,15 @@ class BatchSink:
 
 
 def started_backend(fake=None, mode="", python_context=None, **kwargs):
-    """A CuptiBackend over ``fake`` (a new FakeCupti by default), started with a BatchSink.
+    """A CuptiBackend over ``fake`` (a new FakeCupti by default), started with a BatchSink and
+    ``mode`` (a mode string, parsed as a session would).
 
     Returns ``(backend, fake, sink)``.
     """
+    from proton_ctypes.backends import select
     from proton_ctypes.backends.cupti import CuptiBackend
     fake = fake or FakeCupti()
     backend = CuptiBackend(lib=fake, driver=FakeDriver(fake), **kwargs)
     sink = BatchSink()
-    backend.start(sink, mode, python_context=python_context)
+    backend.start(sink, select.parse_mode("cupti", mode), python_context=python_context)
     return backend, fake, sink

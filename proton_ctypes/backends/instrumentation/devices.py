@@ -1,8 +1,9 @@
-"""The ``instrumentation`` backend object the session manager holds.
+"""The ``instrumentation`` backend as the session manager sees it: a target device and its
+device block.
 
 It has no device activity of its own to collect: every instrumented launch is decoded
-by the hook when the launch returns (as libproton does), so ``flush`` and ``stop`` have
-nothing to do.  It knows the target (``cuda``/``hip``, the mode string's first part,
+by the hook when the launch returns (as libproton does), so ``flush`` and ``stop`` keep the
+contract's defaults.  It knows the target (``cuda``/``hip``, the device prefix of the mode,
 libproton's ``Unknown device type`` otherwise) and writes the device block of the
 hatchet file from the Triton driver's device properties.
 
@@ -13,8 +14,14 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ..base import Backend
+from ..modes import Mode
 
-class InstrumentationBackend:
+#: the device block's key for each device prefix of the mode (case-insensitive)
+TARGETS = {"cuda": "CUDA", "hip": "HIP"}
+
+
+class InstrumentationBackend(Backend):
     """Backend ``"instrumentation"``: decoding happens in the launch hook."""
 
     name = "instrumentation"
@@ -22,24 +29,21 @@ class InstrumentationBackend:
     device_type = ""
 
     def __init__(self):
-        self.dropped = 0
         self.running = False
-        self.target = "CUDA"
+        self.target = TARGETS["cuda"]
         self._props = {}
 
-    def start(self, sink, mode: str, python_context=None) -> None:
-        """Check the target of the mode string (``cuda[:...]`` or ``hip[:...]``)."""
-        prefix = (mode or "").split(":")[0].lower()
-        if prefix == "cuda":
-            self.target = "CUDA"
-        elif prefix == "hip":
-            self.target = "HIP"
-        else:
-            raise RuntimeError(f"[PROTON] Unknown device type: {(mode or '').split(':')[0]}")
-        self.running = True
+    def start(self, sink, mode: Mode, python_context=None) -> None:
+        """Take the target from the mode's device prefix (``cuda`` or ``hip``).
 
-    def flush(self) -> None:
-        """Launches are decoded when they return: nothing is pending."""
+        Raises:
+            RuntimeError: ``[PROTON] Unknown device type: <prefix>`` (libproton's).
+        """
+        target = TARGETS.get(mode.device.lower())
+        if target is None:
+            raise RuntimeError(f"[PROTON] Unknown device type: {mode.device}")
+        self.target = target
+        self.running = True
 
     def stop(self) -> None:
         """Nothing to release."""
@@ -67,7 +71,7 @@ class InstrumentationBackend:
             except Exception:
                 p = {}
             arch = p.get("arch", p.get("_arch", ""))
-            if self.target == "CUDA":
+            if self.target == TARGETS["cuda"]:
                 arch = p.get("_arch", arch)
             out[str(d)] = {
                 "arch": str(arch).split(":")[0] if arch is not None else "",

@@ -134,21 +134,6 @@ def check_supported(mode_obj, backend_name: str) -> None:
                       f"{backend_name} it has no effect (as in Proton)", UserWarning, stacklevel=3)
 
 
-def mode_options(mode_str: str) -> Dict[str, str]:
-    """The ``key=value`` options of a backend mode string (``"cuda:default:k=v..."``).
-
-    Like libproton, options without ``=`` map to ``""`` and the device prefix is dropped.
-    """
-    out: Dict[str, str] = {}
-    for part in mode_str.split(":")[1:]:
-        if "=" in part:
-            k, v = part.split("=", 1)
-            out[k] = v
-        else:
-            out[part] = ""
-    return out
-
-
 def sampling_uids(sampling_options: str, total_units: int):
     """The warp ids a kernel records (libproton's ``getUnitIdVector``): listed ids or all."""
     ids = []
