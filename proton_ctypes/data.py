@@ -5,7 +5,6 @@ import json
 from typing import Optional
 
 from .core import events, manager, signatures
-from .core.session import PhaseData
 from .flags import flags
 
 
@@ -80,6 +79,5 @@ def clear(session: Optional[int] = 0, phase: int = 0, clear_up_to_phase: bool = 
         if p == phase or (clear_up_to_phase and p <= phase):
             del s.phases[p]
     if s.phase not in s.phases:
-        fresh = s.cur = s.phases[s.phase] = PhaseData()
-        fresh.cleared = True
+        s.renew_current()
         events.bump_epoch()

@@ -30,6 +30,7 @@ from . import events, recording
 from ..tree import callpath
 from ..backends import mode_types as modes
 from ..tree import metrics as tmetrics
+from ..tree.phase import CycleRecord
 from ..backends.instrumentation.decode import TIME_SHIFT_COST, Decoded, DecodeError, decode
 from ..backends.instrumentation.metadata import KernelInfo
 from ..backends.instrumentation.modes import sampling_uids, uses
@@ -41,12 +42,6 @@ BACKEND = "instrumentation"
 _launch_seq = itertools.count(1).__next__
 
 _U64 = 1 << 64
-
-
-class TraceRecord(tuple):
-    """``("cycles", seq, kernel_name, kernel_node, paths, decoded, shift_cost)`` of one launch."""
-
-    __slots__ = ()
 
 
 def scope_totals(dec: Decoded, info: KernelInfo):
@@ -169,7 +164,7 @@ def record_launch(ctx, info: KernelInfo, host, device: int, device_type: str, mo
         pd = s.current
         if s.data == "trace":
             cost = TIME_SHIFT_COST.get(device_type, 0) if _time_shift(mode_obj) else 0
-            pd.trace.append(TraceRecord(("cycles", seq, info.name, knode, info.paths, dec, cost)))
+            pd.trace.cycles.append(CycleRecord(seq, info.name, knode, info.paths, dec, cost))
             continue
         if totals is None:
             totals = scope_totals(dec, info)

@@ -10,14 +10,13 @@ import itertools
 import sys
 import threading
 
-from . import events, lifecycle, naming, nvtx, pc_samples, recording, tensor_metrics
+from . import attribution, events, lifecycle, naming, nvtx, pc_samples, recording, tensor_metrics
 from ..backends import select
 from ..backends.base import Backend
 from .events import G
 from .flags import flags
 from .session import Session
 from .. import writers
-from ..tree import attribute
 from ..writers import DEFAULT_FORMAT, FORMATS
 
 CONTEXTS = ("shadow", "python")
@@ -38,7 +37,7 @@ def _sink_for(backend):
             for s in list(G.sessions.values()):
                 if s.backend is backend:
                     with s.lock:
-                        attribute.ingest(s, G.views_by_tid, batch)
+                        attribution.ingest(s, G.views_by_tid, batch)
                         if s.mode.periodic_flushing:
                             periodic_flush(s)
     return sink

@@ -15,6 +15,7 @@ from . import events, signatures
 from .events import G
 from ..tree import callpath
 from ..tree.codes import op_code
+from ..tree.phase import ScopeRecord
 from ..tree import metrics as tmetrics
 
 #: process-wide scope/op id counter, starting at 1 (spec §10.4)
@@ -159,7 +160,7 @@ def _emit_trace_scope(ctx, sid, rec):
         s = G.sessions.get(s_id)
         if s is None or not s.active:
             continue
-        s.current.trace.append(("scope", s.trace_native.get(ctx.tid, 0), t0, t1, node, sid, dict(raw)))
+        s.current.trace.scopes.append(ScopeRecord(s.trace_native.get(ctx.tid, 0), t0, t1, node, sid, dict(raw)))
 
 
 def session_targets(targets):

@@ -1,8 +1,7 @@
-"""A profiling session: its settings, active windows, phases and per-phase accumulators.
+"""A profiling session: its settings, active windows, phases and trace thread numbers.
 
 Sessions never own call-path nodes (the trie is process-wide, :mod:`proton_ctypes.tree.callpath`);
-each phase of a session keeps the set of nodes it touched, the user metrics per node
-and the kernel aggregates per node (or, for ``data="trace"``, the event list).
+what each phase holds is a :class:`proton_ctypes.tree.phase.PhaseData`.
 """
 from __future__ import annotations
 
@@ -12,41 +11,7 @@ import time
 from ..backends.base import Backend
 from ..backends.modes import Mode
 from ..tree.codes import FAR_FUTURE
-
-
-
-class PhaseData:
-    """What one phase of one session accumulated."""
-
-    __slots__ = ("created", "flex", "kcount", "ktime", "kdevice", "kernel_nodes", "trace", "devices",
-                 "complete", "cleared", "lost")
-
-    def __init__(self):
-        #: node -> time_ns the phase first saw it entered (scopes, their state children, ops;
-        #: ancestors are implied): Proton lists children in that order
-        self.created: dict = {}
-        #: node -> {stored metric name: [is_property, type, value]}
-        self.flex: dict = {}
-        #: kernel node -> launch count / summed duration ns / last device index
-        self.kcount: dict = {}
-        self.ktime: dict = {}
-        self.kdevice: dict = {}
-        #: kernel node -> its first launch time_ns (its metrics come from the backend)
-        self.kernel_nodes: dict = {}
-        #: data="trace": list of events (written by :mod:`proton_ctypes.writers.chrome_trace`)
-        self.trace: list = []
-        #: device indices that ran kernels in this phase
-        self.devices: set = set()
-        #: True once the phase is closed and flushed
-        self.complete = False
-        #: True for a current phase recreated by ``data.clear``
-        self.cleared = False
-        #: records the backend lost while the session ran, ``{what: count}`` (set when written)
-        self.lost: dict = {}
-
-    def has_data(self) -> bool:
-        """Whether anything at all was recorded in this phase."""
-        return bool(self.created or self.flex or self.kcount or self.trace)
+from ..tree.phase import PhaseData
 
 
 class Session:
@@ -75,7 +40,7 @@ class Session:
         self.phase_t = [now]
         self.phases = {0: PhaseData()}
         #: the current phase's data (kept in step with ``phase``)
-        self.cur = self.phases[0]
+        self.current = self.phases[0]
         #: data="trace": the threads' numbers in the trace (3.9: in order of each thread's
         #: first scope or launch in the session, kept across phases), by pthread id (a
         #: thread reusing a finished thread's id gets its number, as in libproton) and
@@ -105,17 +70,17 @@ class Session:
         self.active = on
 
     # -- phases -----------------------------------------------------------------------
-    @property
-    def current(self) -> PhaseData:
-        """The data of the current phase."""
-        return self.cur
-
     def advance_phase(self) -> int:
         """Close the current phase and open the next one; return its number."""
         self.phase += 1
         self.phase_t.append(time.time_ns())
-        self.cur = self.phases[self.phase] = PhaseData()
+        self.current = self.phases[self.phase] = PhaseData()
         return self.phase
+
+    def renew_current(self) -> None:
+        """Give the current phase, dropped by ``data.clear``, fresh empty data (marked cleared)."""
+        self.current = self.phases[self.phase] = PhaseData()
+        self.current.cleared = True
 
     def trace_thread(self, ident: int, native: int) -> int:
         """The trace number of the calling thread (``threading.get_ident()``, native id)."""

@@ -111,7 +111,7 @@ def root_metrics(pd) -> dict:
         out["normalized_cycles"] = 0
     for name in scalars:
         out.setdefault(name, 0)
-    lost = sum(getattr(pd, "lost", {}).values())
+    lost = sum(pd.lost.values())
     if lost:
         out[LOST_METRIC] = lost
     return out

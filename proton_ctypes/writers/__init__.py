@@ -1,7 +1,7 @@
 """Writers: one table of output formats, one signature.
 
 Every format renders one phase of one session, ``render(phase, device_type,
-device_block) -> str | bytes`` (``phase`` a :class:`~proton_ctypes.core.session.PhaseData`,
+device_block) -> str | bytes`` (``phase`` a :class:`~proton_ctypes.tree.phase.PhaseData`,
 ``device_type`` the backend's kernel-metric device type, ``device_block`` the file's
 device-info element), and :func:`write` puts it on disk whole or not at all
 (:mod:`.atomic`).  Writers read the tree; they never import the profiler's engine.

@@ -35,6 +35,7 @@ millions of events.
 from __future__ import annotations
 
 import json
+from typing import List
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from . import cycle_trace
 from ..tree import callpath
 from ..tree.export import LOST_METRIC
 from ..tree import metrics as tmetrics
+from ..tree.phase import KernelRecords, PhaseData, ScopeRecord
 
 #: lane (``tid``) bases of libproton's trace writer
 CPU_LANE, GRAPH_LANE, GPU_LANE = 0, 100000, 200000
@@ -96,12 +98,12 @@ class _Cache:
         return s
 
 
-def _scope_head(ev, cache):
+def _scope_head(ev: ScopeRecord, cache):
     """``(text up to "dur":, name)`` of a CPU scope event."""
-    _kind, _lane, _t0, _t1, node, sid, raw = ev
-    stack, leaf = cache.stack(node)
-    if raw:
-        strs = [(k, _metric_string(vt, val)) for k, (vt, val) in sorted(raw.items())]
+    stack, leaf = cache.stack(ev.node)
+    sid = ev.scope_id
+    if ev.metrics:
+        strs = [(k, _metric_string(vt, val)) for k, (vt, val) in sorted(ev.metrics.items())]
         metrics = _dumps(dict(strs))
         name = _dumps(json.loads(leaf) + ": " + ", ".join(f"<{k}, {v}>" for k, v in strs))
         return (f'{{"args":{{"call_stack":{stack},"metrics":{metrics},"scope_id":{sid}}},"cat":"metric",'
@@ -113,30 +115,29 @@ def render(phase, device_type: str, device_block: dict) -> str:
     """The phase as a chrome trace (the writer signature of :mod:`proton_ctypes.writers`); records
     lost while the session ran are counted in ``otherData.lost_records`` (only when some were)."""
     text = dumps(phase)
-    lost = sum(getattr(phase, "lost", {}).values())
+    lost = sum(phase.lost.values())
     if lost and text.startswith("{"):
         text = f'{{"otherData":{{"{LOST_METRIC}":{lost}}},' + text[1:]
     return text
 
 
-def dumps(pd) -> str:
+def dumps(pd: PhaseData) -> str:
     """Serialise the trace events of one phase."""
+    trace = pd.trace
     # a phase holding device cycle records (instrumentation backend) is written as
     # libproton's cycle trace, and only that
-    cycles = [e for e in pd.trace if e[0] == "cycles"]
-    if cycles:
-        return cycle_trace.dumps(cycles) + "\n"
-    scopes = [e for e in pd.trace if e[0] == "scope"]
-    kern = [e for e in pd.trace if e[0] == "kernels"]
-    kernels = _Kernels(kern) if kern else None
+    if trace.cycles:
+        return cycle_trace.dumps(trace.cycles) + "\n"
+    scopes = trace.scopes
+    kernels = _Kernels(trace.kernels) if trace.kernels else None
     if kernels is not None and len(kernels.start) == 0:
         kernels = None
     if not scopes and kernels is None:
         return _EMPTY
     cache = _Cache()
-    s_lane = np.array([e[1] for e in scopes], dtype=np.int64)
-    s_start = np.array([e[2] for e in scopes], dtype=np.int64)
-    s_end = np.array([e[3] for e in scopes], dtype=np.int64)
+    s_lane = np.array([e.lane for e in scopes], dtype=np.int64)
+    s_start = np.array([e.start_ns for e in scopes], dtype=np.int64)
+    s_end = np.array([e.end_ns for e in scopes], dtype=np.int64)
     base = int(s_start.min()) if len(scopes) else None
     if kernels is not None:
         k0 = int(kernels.start.min())
@@ -168,7 +169,7 @@ def _cpu_events(out, scopes, order, s_start, s_end, base, cache) -> None:
     for i in order:
         ev = scopes[i]
         head, name = _scope_head(ev, cache)
-        append(f'{head}{dur[i]},"name":{name},"ph":"X","pid":0,"tid":{CPU_LANE + ev[1]},"ts":{ts[i]}}}')
+        append(f'{head}{dur[i]},"name":{name},"ph":"X","pid":0,"tid":{CPU_LANE + ev.lane},"ts":{ts[i]}}}')
 
 
 def _lane_metadata(out, cpu_lanes, graph_streams, gpu_streams) -> None:
@@ -186,19 +187,19 @@ def _lane_metadata(out, cpu_lanes, graph_streams, gpu_streams) -> None:
 class _Kernels:
     """Every kernel record of the phase, ordered by stream, then start (libproton's order)."""
 
-    def __init__(self, recs):
+    def __init__(self, recs: List[KernelRecords]):
         cat = np.concatenate
-        start = cat([r[1] for r in recs]).astype(np.int64)
-        stream = cat([r[3] for r in recs]).astype(np.int64)
+        start = cat([r.start_ns for r in recs]).astype(np.int64)
+        stream = cat([r.stream for r in recs]).astype(np.int64)
         order = np.lexsort((start, stream))
         self.start = start[order]
-        self.end = cat([r[2] for r in recs]).astype(np.int64)[order]
+        self.end = cat([r.end_ns for r in recs]).astype(np.int64)[order]
         self.stream = stream[order]
-        self.node = cat([r[5] for r in recs]).astype(np.int64)[order]
+        self.node = cat([r.node for r in recs]).astype(np.int64)[order]
         n = len(order)
         # launch time and the session's number of the launching thread (-1: unknown)
-        self.launch = cat([r[6] if len(r) > 6 else np.zeros(len(r[1]), np.int64) for r in recs])[order]
-        self.lane = cat([r[7] if len(r) > 7 else np.full(len(r[1]), -1, np.int64) for r in recs])[order]
+        self.launch = cat([r.launch_ns for r in recs])[order]
+        self.lane = cat([r.lane for r in recs])[order]
         self.streams = sorted(set(self.stream.tolist()))
         self.n = n
 
@@ -354,7 +355,7 @@ def _flows_and_kernels(out, k: _Kernels, scopes, s_lane, s_start, s_end, base, c
         if linked[i] and eid == prev_launch:
             continue  # one flow per graph launch on a stream
         append(f'{{"bp":"e","cat":"flow","id":{eid},"name":"launch->kernel","ph":"s","pid":0,'
-               f'"tid":{CPU_LANE + scopes[j][1]},"ts":{s_ts[j]}}}')
+               f'"tid":{CPU_LANE + scopes[j].lane},"ts":{s_ts[j]}}}')
         append(f'{{"bp":"e","cat":"flow","id":{eid},"name":"launch->kernel","ph":"f","pid":0,'
                f'"tid":{GPU_LANE + s},"ts":{ts[i]}}}')
         prev_launch = eid

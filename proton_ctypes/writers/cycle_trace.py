@@ -25,6 +25,7 @@ import json
 from typing import List
 
 from ..tree import callpath
+from ..tree.phase import CycleRecord
 
 COLORS = ("cq_build_passed", "cq_build_failed", "thread_state_iowait", "thread_state_running",
           "thread_state_runnable", "thread_state_unknown", "rail_response", "rail_idle", "rail_load",
@@ -54,9 +55,9 @@ class _Block:
         self.links = []
 
 
-def _kernel_timeline(rec):
+def _kernel_timeline(rec: CycleRecord):
     """One launch as libproton's timeline: ``(blocks, scope names, call stack, name)``."""
-    _kind, _seq, kname, knode, paths, dec, cost = rec
+    kname, knode, paths, dec, cost = rec.kernel_name, rec.kernel_node, rec.paths, rec.decoded, rec.shift_cost
     bid = dec.blk_id.tolist()
     # (block id, uid, start, end, scope, block index, is async, uid of the end)
     sync = [(bid[b], u, s, e, sc, b, False, u) for sc, s, e, b, u in
@@ -147,9 +148,9 @@ def _assign_lines(intervals):
     return result
 
 
-def dumps(records) -> str:
+def dumps(records: List[CycleRecord]) -> str:
     """The chrome trace of the cycle records of one phase (in launch order)."""
-    timelines = [_kernel_timeline(r) for r in sorted(records, key=lambda r: r[1])]
+    timelines = [_kernel_timeline(r) for r in sorted(records, key=lambda r: r.seq)]
     timelines = [t for t in timelines if t[0]]
     out = []
     if timelines:

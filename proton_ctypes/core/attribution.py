@@ -1,0 +1,123 @@
+"""A kernel batch into the sessions of its backend: the engine half of the kernel join.
+
+For every session using the backend that produced the batch (:func:`ingest`):
+
+1. keep the rows launched inside one of the session's active windows;
+2. per launching thread, find the context code in force at each launch time by
+   ``np.searchsorted`` over the logs of that thread's views the session belonged to
+   (rows no view of their thread covers get the starter thread's context at that thread's
+   first launch in the session, kept from then on; else ROOT); external-correlation
+   and python-context rows carry their code already;
+3. graft capture-time paths below replay-time paths for graph replays;
+4. the phase of each row from the session's phase start times; then
+   :mod:`proton_ctypes.tree.kernels` adds the rows to the phases in bulk.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .session import Session
+from ..backends.base import ATTRIBUTION_EXTCORR
+from ..tree import callpath
+from ..tree import kernels as tkernels
+from ..tree.codes import FAR_FUTURE, codes_of_ext
+
+
+def _join_thread(session, views_by_tid, tid, t, out, done):
+    """Fill ``out`` (context codes) for rows ``t`` launched on ``tid``; mark ``done``."""
+    for v in views_by_tid.get(int(tid), ()):
+        if session not in v.sessions:
+            continue
+        t1 = FAR_FUTURE if v.t1 is None else v.t1
+        m = (~done) & (t >= v.t0) & (t < t1)
+        if not m.any():
+            continue
+        log = v.compact()
+        times, codes = log[:, 0], log[:, 1]
+        if len(times) == 0:
+            out[m] = v.top if v.ids else callpath.ROOT
+        else:
+            i = np.searchsorted(times, t[m], side="right") - 1
+            out[m] = codes[np.maximum(i, 0)]
+        done |= m
+
+
+def context_codes(session: Session, views_by_tid: dict, tids: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Context code (node, or ``-(node+1)`` for ops) of each (thread, time) pair."""
+    n = len(times)
+    out = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return out
+    done = np.zeros(n, dtype=bool)
+    for tid in np.unique(tids):
+        sel = np.nonzero(tids == tid)[0]
+        sub_out = np.zeros(len(sel), dtype=np.int64)
+        sub_done = np.zeros(len(sel), dtype=bool)
+        _join_thread(session, views_by_tid, tid, times[sel], sub_out, sub_done)
+        if not sub_done.all() and tid != session.starter_tid:
+            # a thread whose launches no view of its own covers (say autograd's, which never
+            # enters a scope): its stack is a copy of the starter thread's taken at its first
+            # launch in the session, and kept (Proton copies the stack at a thread's first event)
+            rest = ~sub_done
+            first = session.first_launch.setdefault(int(tid), int(times[sel][rest].min()))
+            alt = np.zeros(1, dtype=np.int64)
+            alt_done = np.zeros(1, dtype=bool)
+            _join_thread(session, views_by_tid, session.starter_tid, np.array([first], dtype=np.int64),
+                         alt, alt_done)
+            sub_out[rest] = alt[0] if alt_done[0] else callpath.ROOT
+        out[sel] = sub_out
+        done[sel] = True
+    return out
+
+
+def _row_codes(session: Session, views_by_tid: dict, rows: np.ndarray) -> np.ndarray:
+    """The context code each row's kernel attaches to (step 2 and 3 of the module docstring)."""
+    if session.backend.attribution == ATTRIBUTION_EXTCORR and session.context != "python":
+        return codes_of_ext(rows["py_node"])
+    if session.context == "python":
+        codes = rows["py_node"].astype(np.int64)
+        codes[codes < 0] = callpath.ROOT
+        return codes
+    codes = context_codes(session, views_by_tid, rows["tid"], rows["launch_ns"])
+    has_cap = rows["cap_tid"] >= 0
+    if has_cap.any():
+        cap = context_codes(session, views_by_tid, rows["cap_tid"][has_cap], rows["cap_ns"][has_cap])
+        cap_full = np.zeros(len(rows), dtype=np.int64)
+        cap_full[has_cap] = cap
+        codes = tkernels.graft(codes, cap_full, has_cap)
+    return codes
+
+
+def _trace_lanes(session: Session, rows: np.ndarray) -> np.ndarray:
+    """The session's trace number of each row's launching thread (-1: unknown); a thread
+    seen for the first time gets the next number, in order of first launch."""
+    tids = rows["tid"].astype(np.int64)
+    uniq, first = np.unique(tids, return_index=True)
+    table = {}
+    for i in np.argsort(first, kind="stable").tolist():
+        tid = int(uniq[i])
+        table[tid] = session.trace_launcher(tid) if tid >= 0 else -1
+    if len(uniq) == 1:
+        return np.full(len(tids), table[int(uniq[0])], dtype=np.int64)
+    return np.array([table[t] for t in tids.tolist()], dtype=np.int64)
+
+
+def ingest(session: Session, views_by_tid: dict, batch: np.ndarray) -> None:
+    """Add the rows of ``batch`` (a kernel batch) that belong to ``session`` to its phases."""
+    t = batch["launch_ns"]
+    if len(t) == 0:
+        return
+    on = np.asarray(session.win_on, dtype=np.int64)
+    off = np.asarray(session.win_off, dtype=np.int64)
+    w = np.searchsorted(on, t, side="right") - 1
+    keep = (w >= 0) & (t < off[np.maximum(w, 0)])
+    if not keep.any():
+        return
+    rows = batch[keep]
+    knodes = tkernels.kernel_nodes(_row_codes(session, views_by_tid, rows), rows["name_id"])
+    phase = np.searchsorted(np.asarray(session.phase_t, dtype=np.int64), rows["launch_ns"], side="right") - 1
+    phase = np.maximum(phase, 0)
+    if session.data == "trace":
+        tkernels.add_to_traces(session.phases, rows, knodes, phase, _trace_lanes(session, rows))
+    else:
+        tkernels.add_to_trees(session.phases, rows, knodes, phase)

@@ -1,0 +1,94 @@
+"""Kernel rows into a phase's tree or trace, in bulk (the tree half of the kernel join).
+
+:mod:`proton_ctypes.core.attribution` finds, for every kernel row of a batch, the context code
+in force on the launching thread at launch and the phase it fell into; the functions here turn
+codes into kernel nodes and add the rows to :class:`~.phase.PhaseData`: ``np.unique`` groups
+the rows by (phase, node), so Python runs once per distinct kernel node, never once per kernel.
+They know nodes, codes and phases; nothing of sessions, threads or views.
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+from . import callpath, strings
+from .codes import node_of
+from .phase import KernelRecords, PhaseData
+
+
+def graft(codes: np.ndarray, cap_codes: np.ndarray, has_cap: np.ndarray) -> np.ndarray:
+    """Codes of graph-replayed rows (``has_cap``): the capture-time path (``cap_codes``) grafted
+    below the replay-time path (``codes``) under ``<captured_at>``; other rows unchanged."""
+    if not has_cap.any():
+        return codes
+    codes = codes.copy()
+    pairs = {}
+    for i in np.nonzero(has_cap)[0]:
+        key = (int(codes[i]), int(cap_codes[i]))
+        node = pairs.get(key)
+        if node is None:
+            node = pairs[key] = callpath.graft(node_of(key[0]), node_of(key[1]))
+        codes[i] = node
+    return codes
+
+
+def kernel_nodes(codes: np.ndarray, name_ids: np.ndarray) -> np.ndarray:
+    """Kernel node of each row: a child named after the kernel, or the op node itself."""
+    nids = name_ids.astype(np.int64)
+    base = int(nids.max()) + 1 if len(nids) else 1
+    lo = int(codes.min()) if len(codes) else 0
+    keys = (codes - lo) * base + nids
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    nodes = np.empty(len(uniq), dtype=np.int64)
+    for j, i in enumerate(first.tolist()):
+        code, nid = int(codes[i]), int(nids[i])
+        nodes[j] = node_of(code) if code < 0 else callpath.child(code, strings.name_of(nid))
+    return nodes[inv.reshape(-1)]
+
+
+def add_to_trees(phases: Dict[int, PhaseData], rows: np.ndarray, knodes: np.ndarray, phase: np.ndarray) -> None:
+    """Add launch count, summed duration and device per (phase, kernel node) of ``rows``
+    (a kernel batch) to ``phases`` (phase number -> data; rows of a phase not there are dropped)."""
+    dur = (rows["end_ns"] - rows["start_ns"]).astype(np.int64)
+    span = int(knodes.max()) + 1
+    keys = phase.astype(np.int64) * span + knodes
+    uniq, inv = np.unique(keys, return_inverse=True)
+    inv = inv.reshape(-1)
+    counts = np.bincount(inv, minlength=len(uniq))
+    times = np.bincount(inv, weights=dur, minlength=len(uniq))
+    last = np.zeros(len(uniq), dtype=np.int64)
+    last[inv] = np.arange(len(inv))
+    first_launch = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_launch, inv, rows["launch_ns"].astype(np.int64))
+    first_launch = first_launch.tolist()
+    devices = rows["device"]
+    for j, key in enumerate(uniq.tolist()):
+        pd = phases.get(key // span)
+        if pd is None:
+            continue
+        node = key % span
+        pd.kcount[node] = pd.kcount.get(node, 0) + int(counts[j])
+        pd.ktime[node] = pd.ktime.get(node, 0) + int(round(times[j]))
+        dev = int(devices[last[j]])
+        pd.kdevice[node] = dev
+        seen = pd.kernel_nodes.get(node)
+        if seen is None or first_launch[j] < seen:
+            pd.kernel_nodes[node] = first_launch[j]  # Proton inserts the node at launch
+        pd.devices.add(dev)
+
+
+def add_to_traces(phases: Dict[int, PhaseData], rows: np.ndarray, knodes: np.ndarray, phase: np.ndarray,
+                  lanes: np.ndarray) -> None:
+    """Append ``rows`` (a kernel batch) to the traces of ``phases`` as one
+    :class:`~.phase.KernelRecords` per phase; ``lanes``: each row's launching-thread number."""
+    for p in np.unique(phase):
+        pd = phases.get(int(p))
+        if pd is None:
+            continue
+        m = phase == p
+        sub = rows[m]
+        pd.trace.kernels.append(KernelRecords(sub["start_ns"].copy(), sub["end_ns"].copy(), sub["stream"].copy(),
+                                              sub["device"].copy(), knodes[m].copy(), sub["launch_ns"].copy(),
+                                              lanes[m]))
+        pd.devices.update(int(d) for d in np.unique(sub["device"]))
