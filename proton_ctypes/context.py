@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .core import events, manager, signatures
+from .core import manager, signatures, threads
+from .core.registry import G
 from .flags import flags
 
 
@@ -17,17 +18,17 @@ def depth(session: Optional[int] = 0) -> Optional[int]:
         return None
     signatures.check(signatures.CONTEXT_DEPTH, (session, int))
     s = manager.get(session)
-    ctx = events.thread_ctx()
-    events.ensure(ctx)
+    ctx = threads.thread_ctx()
+    threads.ensure(ctx)
     for v in ctx.views:
         if s in v.sessions:
             return len(v.ids)
     st = ctx.frozen.get(s.id)
     if st is not None:
         return len(st[0])
-    starter = events.G.threads.get(s.starter_tid)
+    starter = G.threads.get(s.starter_tid)
     if starter is not None and starter is not ctx:
-        got = events.stack_of(starter, s)
+        got = threads.stack_of(starter, s)
         if got is not None:
             return len(got[0])
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from .core import events, manager, signatures
+from .core import manager, registry, signatures
 from .flags import flags
 
 
@@ -53,7 +53,7 @@ def advance_phase(session: Optional[int] = 0) -> Optional[int]:
     signatures.check(signatures.ADVANCE_PHASE, (session, int))
     s = manager.get(session)
     p = s.advance_phase()
-    events.bump_epoch()
+    registry.bump_epoch()
     return p
 
 
@@ -80,4 +80,4 @@ def clear(session: Optional[int] = 0, phase: int = 0, clear_up_to_phase: bool = 
             del s.phases[p]
     if s.phase not in s.phases:
         s.renew_current()
-        events.bump_epoch()
+        registry.bump_epoch()

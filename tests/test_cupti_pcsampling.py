@@ -102,15 +102,15 @@ def test_more_pcs_than_the_buffer_are_read_with_get_data(fake):
 
 
 def test_hook_triton_op_is_the_kernel_node(fake):
-    from proton_ctypes.core import recording
-    from proton_ctypes.core.events import thread_ctx
+    from proton_ctypes.core import general_path
+    from proton_ctypes.core.threads import thread_ctx
     proton.start("op", backend="cupti", mode="pcsampling")
     crc = fake.load_module()
     ctx = thread_ctx()
-    targets = recording.op_prepare(ctx, "matmul_kernel")
-    recording.op_open(ctx, targets)
+    targets = general_path.op_prepare(ctx, "matmul_kernel")
+    general_path.op_open(ctx, targets)
     fake.launch_sampled("matmul_kernel", PCS[:1], crc=crc)
-    recording.op_exit(ctx)
+    general_path.op_exit(ctx)
     proton.finalize()
     root, _ = read_tree("op.hatchet")
     kernel = find(root, "matmul_kernel")

@@ -77,7 +77,7 @@ def test_forked_child_inherits_no_session(tmp_path):
     if pid == 0:
         with proton.scope("in_child"):
             pass
-        print("child", proton.flags.flags.profiling_on, len(proton.core.events.G.sessions))
+        print("child", proton.flags.flags.profiling_on, len(proton.core.registry.G.sessions))
         os._exit(0)
     os.waitpid(pid, 0)
     with proton.scope("after_fork"):
@@ -138,7 +138,7 @@ def test_fifty_signals_at_random_points_leave_every_file_whole_or_absent(tmp_pat
 
 def test_scope_log_stays_bounded_over_a_million_events(mock):
     s = proton.start("long", backend="mock", mode="periodic_flushing")
-    from proton_ctypes.core.events import thread_ctx
+    from proton_ctypes.core.threads import thread_ctx
     for i in range(1000):
         for _ in range(500):
             with proton.scope("step"):
@@ -150,7 +150,7 @@ def test_scope_log_stays_bounded_over_a_million_events(mock):
     ctx = thread_ctx()
     held = sum(len(v.log) + sum(len(c) * 2 for c in v.chunks) for v in ctx.views)
     assert held < 20000, held
-    assert len(s_phases := proton.core.events.G.sessions[s].phases) <= 2, len(s_phases)
+    assert len(s_phases := proton.core.registry.G.sessions[s].phases) <= 2, len(s_phases)
     proton.finalize()
     files = [f for f in os.listdir(".") if f.startswith("long.part_")]
     assert len(files) == 1001

@@ -112,8 +112,8 @@ def test_tensor_metric_type_is_checked_when_given():
     try:
         with proton.scope("m", {"v": 1}):
             pass
-        from proton_ctypes.core import recording
-        from proton_ctypes.core.events import thread_ctx
+        from proton_ctypes.core import general_path
+        from proton_ctypes.core.threads import thread_ctx
         ctx = thread_ctx()
         sid = proton.enter_scope("m")
         targets = [(v, v.top) for v in ctx.views]
@@ -123,7 +123,7 @@ def test_tensor_metric_type_is_checked_when_given():
             tm.add_tensor_metrics(ctx, sid, targets, {"v": TensorMetric(t, 1)})
         assert launched == []
         proton.exit_scope()
-        del recording
+        del general_path
     finally:
         tm._launch = orig
         tm._ring_for = orig_ring

@@ -26,7 +26,9 @@ from typing import Optional
 
 import numpy as np
 
-from . import events, recording
+from . import general_path, threads
+from .registry import G
+from .views import first_seen
 from ..tree import callpath
 from ..backends import mode_types as modes
 from ..tree import metrics as tmetrics
@@ -109,12 +111,12 @@ def _frames_inside_package() -> int:
 def launch_targets(ctx, name: str):
     """``[(session, kernel node)]`` of the active instrumentation sessions of the thread.
 
-    Like :func:`proton_ctypes.core.recording.op_prepare` (the node is ``<context>/<name>``,
+    Like :func:`proton_ctypes.core.general_path.op_prepare` (the node is ``<context>/<name>``,
     marked as entered), but only for sessions whose backend is ``instrumentation``:
     libproton files instrumented launches only in the sessions of its instrumentation
     profiler, so a CUPTI or host session sharing the thread's scope stack gets no node.
     """
-    events.ensure(ctx)
+    threads.ensure(ctx)
     out = []
     for v in ctx.views:
         node = None
@@ -122,14 +124,14 @@ def launch_targets(ctx, name: str):
             if s.active and s.backend_name == BACKEND:
                 if node is None:
                     node = callpath.child(v.context_node(ctx.state), name)
-                events.first_seen(s.current.created, node)
+                first_seen(s.current.created, node)
                 out.append((s, node))
-    py = [s for s in events.G.py_active if s.active and s.backend_name == BACKEND]
+    py = [s for s in G.py_active if s.active and s.backend_name == BACKEND]
     if py:
         # the launching Python stack, without the hook's own frames (spec §0.3)
-        node = callpath.child(recording.python_node(2 + _frames_inside_package()), name)
+        node = callpath.child(general_path.python_node(2 + _frames_inside_package()), name)
         for s in py:
-            events.first_seen(s.current.created, node)
+            first_seen(s.current.created, node)
             out.append((s, node))
     return out
 
@@ -138,7 +140,7 @@ def record_launch(ctx, info: KernelInfo, host, device: int, device_type: str, mo
                   warn=None) -> Optional[Decoded]:
     """Attribute one instrumented launch whose buffer is ``host`` (bytes / uint8 array).
 
-    ``ctx`` is the launching thread's context (:func:`proton_ctypes.core.events.thread_ctx`).
+    ``ctx`` is the launching thread's context (:func:`proton_ctypes.core.threads.thread_ctx`).
     Returns the decoded buffer, or None when no active session records the launch.
 
     Raises:

@@ -10,10 +10,10 @@ import itertools
 import sys
 import threading
 
-from . import attribution, events, lifecycle, naming, nvtx, pc_samples, recording, tensor_metrics
+from . import attribution, general_path, lifecycle, naming, nvtx, pc_samples, registry, tensor_metrics, threads
 from ..backends import select
 from ..backends.base import Backend
-from .events import G
+from .registry import G
 from .flags import flags
 from .session import Session
 from .. import writers
@@ -63,7 +63,7 @@ def periodic_flush(s: Session) -> list:
 def _python_context():
     """The function a backend calls per launch for the python context: the launching
     thread's Python call path as a trie node (frames of our backends left out)."""
-    return recording.python_node
+    return general_path.python_node
 
 
 def create(name: str, context: str, data: str, backend_name: str, mode_text: str) -> int:
@@ -74,7 +74,7 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
     if existing is not None and not existing.finalized:
         if not existing.active:
             existing.set_active(True)
-            events.bump_epoch()
+            registry.bump_epoch()
         return existing.id
     mode = select.parse_mode(backend_name, mode_text)
     if context not in CONTEXTS:
@@ -98,7 +98,7 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
     with G.lock:
         G.sessions[s.id] = s
         _by_name[name] = s
-    events.bump_epoch()
+    registry.bump_epoch()
     return s.id
 
 
@@ -131,7 +131,7 @@ def _after_fork_in_child() -> None:
     G.active = ()
     G.py_active = ()
     G.epoch += 1
-    events.tls.__dict__.clear()
+    threads.tls.__dict__.clear()
     _by_name.clear()
     _users.clear()
 
@@ -151,7 +151,7 @@ def set_active(session, on: bool, flushing: bool = False) -> None:
         if not on and flushing:
             flush(s)
         s.set_active(on)
-    events.bump_epoch()
+    registry.bump_epoch()
 
 
 def _merge_views(s: Session) -> None:
@@ -281,7 +281,7 @@ def destroy(s: Session) -> None:
         if _users[s.backend_name] == 0:
             s.backend.stop()
         _prune_views()
-    events.bump_epoch()
+    registry.bump_epoch()
 
 
 def _prune_views() -> None:

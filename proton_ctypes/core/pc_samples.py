@@ -6,7 +6,8 @@ when it starts it, so the backend never reaches into sessions or thread state it
 """
 from __future__ import annotations
 
-from . import events, recording
+from . import general_path, threads
+from .registry import G
 from ..backends.nvidia.pcsampling import METRIC_NAMES
 from ..tree import callpath
 from ..tree.codes import node_of
@@ -26,7 +27,7 @@ def _view_code(view, state) -> int:
 
 def sessions_active(backend) -> bool:
     """Whether any active tree session records ``backend`` (sampling is skipped otherwise)."""
-    return any(s.backend is backend and s.data == "tree" for s in events.G.active)
+    return any(s.backend is backend and s.data == "tree" for s in G.active)
 
 
 def attribute_samples(backend, groups: dict) -> None:
@@ -37,14 +38,14 @@ def attribute_samples(backend, groups: dict) -> None:
     (``hook="triton"``) itself, else ``<context>/<function>``; ``context="python"``
     sessions use the launching Python stack.
     """
-    ctx = events.thread_ctx()
-    events.ensure(ctx)
+    ctx = threads.thread_ctx()
+    threads.ensure(ctx)
     targets = []
     for v in ctx.views:
         sessions = [s for s in v.sessions if s.backend is backend and s.active and s.data == "tree"]
         if sessions:
             targets.append((sessions, _view_code(v, ctx.state)))
-    py = [s for s in events.G.py_active if s.backend is backend and s.active and s.data == "tree"]
+    py = [s for s in G.py_active if s.backend is backend and s.active and s.data == "tree"]
     if py:
         targets.append((py, None))
     if not targets:
@@ -54,7 +55,7 @@ def attribute_samples(backend, groups: dict) -> None:
         for (function, frame), values in groups.items():
             if code is None:
                 if py_node is None:
-                    py_node = recording.python_node(1)
+                    py_node = general_path.python_node(1)
                 knode = callpath.child(py_node, function)
             else:
                 knode = node_of(code) if code < 0 else callpath.child(code, function)

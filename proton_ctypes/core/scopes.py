@@ -7,7 +7,7 @@ thread starts from a copy of the stack of the thread that started the session.
 The common case (one group of sessions on this thread, shadow context, tree data) is
 inlined here: a dict lookup in the call-path trie, two list appends, and -- only when a
 GPU backend will need to attribute kernels -- a ``(time_ns(), node)`` log entry.  Every
-other case goes through :mod:`.recording`.
+other case goes through :mod:`.general_path`.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import time
 from functools import wraps
 from typing import Any, Optional
 
-from . import recording
-from .events import tls, thread_ctx
+from . import general_path
+from .threads import tls, thread_ctx
 from .flags import flags
 from .metric_values import transform_tensor_metrics
 from .tensor_metrics import add_tensor_metrics
@@ -31,8 +31,8 @@ _flags = flags
 _kids = callpath.kids
 _parent = callpath.parent
 _child = callpath.child
-_next_id = recording.next_id
-#: the counter behind ``recording.next_id`` (``next(_ids)`` is the cheaper call)
+_next_id = general_path.next_id
+#: the counter behind ``general_path.next_id`` (``next(_ids)`` is the cheaper call)
 _ids = _next_id.__self__
 _time_ns = time.time_ns
 # bound by assignment, not import: CPython 3.11 compiles ``name.get(...)`` on an imported
@@ -46,14 +46,14 @@ def _add_scope_metrics(ctx, sid, targets, metrics) -> None:
     scalar, tensor = transform_tensor_metrics(metrics)
     try:
         if scalar:
-            recording.add_metrics(ctx, sid, targets, scalar)
+            general_path.add_metrics(ctx, sid, targets, scalar)
         if tensor:
             # as in Proton, the metric kernels run inside metadata_state(): their kernel
             # records land under __proton_launch_metadata, which the viewer hides
-            recording.set_state(ctx, callpath.METADATA_FRAME)
+            general_path.set_state(ctx, callpath.METADATA_FRAME)
             add_tensor_metrics(ctx, sid, targets, tensor)
     finally:
-        recording.clear_state_after_metrics(ctx)
+        general_path.clear_state_after_metrics(ctx)
 
 
 def _push(ctx, v, sid: int, name: str) -> int:
@@ -61,7 +61,7 @@ def _push(ctx, v, sid: int, name: str) -> int:
     kernels now attach to (the scope's, or its state child).  ``scope.__enter__`` inlines this."""
     node = v.kids.get(name)
     if node is None:
-        node = recording.scope_child(v.top, name, sid)
+        node = general_path.scope_child(v.top, name, sid)
     v.ids.append(sid)
     v.top = node
     v.kids = _kids[node]
@@ -93,9 +93,9 @@ def _enter(obj, metrics) -> int:
             if not add_planned(v.flexes, node, metrics, v.plans):
                 _add_scope_metrics(ctx, sid, obj._targets, metrics)
             elif ctx.state is not None:
-                recording.clear_state_after_metrics(ctx)
+                general_path.clear_state_after_metrics(ctx)
         return sid
-    obj._targets = recording.enter(ctx, name, sid)
+    obj._targets = general_path.enter(ctx, name, sid)
     if metrics:
         _add_scope_metrics(ctx, sid, obj._targets, metrics)
     return sid
@@ -120,7 +120,7 @@ def _exit(sid) -> None:
                 log.append(_time_ns())
                 log.append(top if st is None else _child(top, st))
             return
-    recording.exit(ctx, sid)
+    general_path.exit(ctx, sid)
 
 
 class scope:
@@ -161,7 +161,7 @@ class scope:
     def __enter__(self):
         # _enter with _push inlined (the call would cost ~10 % of a scope): one trie lookup,
         # two appends (+ the log for GPUs); a thread's fast-path view exists only while
-        # profiling is on (events.resync)
+        # profiling is on (threads.resync)
         try:
             ctx = tls.ctx
         except AttributeError:
@@ -174,7 +174,7 @@ class scope:
         self.id = sid = next(_ids)
         node = v.kids.get(self.name)
         if node is None:
-            node = recording.scope_child(v.top, self.name, sid)
+            node = general_path.scope_child(v.top, self.name, sid)
         v.ids.append(sid)
         v.top = node
         v.kids = _kids[node]
@@ -216,11 +216,11 @@ class scope:
                                     continue
                             add_value(flex, node, stored, info[1], vt, val)
                         if st is not None:
-                            recording.clear_state_after_metrics(ctx)
+                            general_path.clear_state_after_metrics(ctx)
                         return self
             if add_planned(v.flexes, node, m, v.plans):
                 if st is not None:
-                    recording.clear_state_after_metrics(ctx)
+                    general_path.clear_state_after_metrics(ctx)
             else:
                 _add_scope_metrics(ctx, sid, ((v, node),), m)
         return self
@@ -235,7 +235,7 @@ class scope:
             v = ctx.view
             if v is None:
                 if _flags.profiling_on:
-                    recording.exit(ctx, sid)
+                    general_path.exit(ctx, sid)
                 return
             ids = v.ids
             if ids and ids[-1] == sid:
@@ -249,7 +249,7 @@ class scope:
                     log.append(_time_ns())
                     log.append(top if st is None else _child(top, st))
                 return
-            recording.exit(ctx, sid)
+            general_path.exit(ctx, sid)
 
     def __call__(self, func):
         @wraps(func)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from functools import wraps
 
-from . import recording, signatures
-from .events import G, tls, thread_ctx
+from . import general_path, signatures
+from .registry import G
+from .threads import tls, thread_ctx
 from .flags import flags
 from ..tree import callpath
 
@@ -42,7 +43,7 @@ def _set(name) -> None:
                 log.append(v.top)
             else:
                 node = v.kids.get(name)
-                log.append(recording.state_child(v.top, name) if node is None else node)
+                log.append(general_path.state_child(v.top, name) if node is None else node)
         return
     _set_slow(ctx, name)
 
@@ -52,7 +53,7 @@ def _set_slow(ctx, name) -> None:
     if not G.sessions:
         ctx.state = None
         return
-    recording.set_state(ctx, name)
+    general_path.set_state(ctx, name)
 
 
 class state:
@@ -73,7 +74,7 @@ class state:
         self.name = name
 
     def __enter__(self):
-        # a thread's fast-path view exists only while profiling is on (events.resync)
+        # a thread's fast-path view exists only while profiling is on (threads.resync)
         try:
             ctx = tls.ctx
         except AttributeError:
@@ -85,7 +86,7 @@ class state:
                 log = v.log
                 log.append(_time_ns())
                 node = v.kids.get(name)
-                log.append(recording.state_child(v.top, name) if node is None else node)
+                log.append(general_path.state_child(v.top, name) if node is None else node)
             else:
                 if type(self.name) is not str:
                     raise signatures.incompatible(signatures.ENTER_STATE, self.name)

@@ -20,9 +20,9 @@ import threading
 import numpy as np
 
 from ..backends.nvidia import driver as cuda_driver
-from . import recording
+from . import general_path
 from ..backends.nvidia.driver import CudaError
-from .events import G
+from .registry import G
 from .metric_launch import DirectLauncher
 from .optional import require
 from ..tree import metrics as tmetrics
@@ -221,7 +221,7 @@ def _capturing(stream) -> bool:
 
 def add_tensor_metrics(ctx, sid, targets, tensor: dict) -> None:
     """Type-check now, launch one record kernel per metric, and remember where it goes."""
-    pairs = recording.session_targets(targets)
+    pairs = general_path.session_targets(targets)
     if not pairs:
         return
     for key in sorted(tensor):

@@ -32,7 +32,7 @@ from ..backends.instrumentation.layout import host_buffer_bytes
 from ..backends.instrumentation.metadata import KERNELS, from_metadata_group
 from ..backends.instrumentation.modes import check_supported, interpret_mode
 from ..backends.instrumentation.passes import backend_name
-from ..core.events import thread_ctx
+from ..core.threads import thread_ctx
 from ..core.flags import flags
 from ..core.instrumentation import record_launch
 from ..core.states import metadata_state

@@ -14,11 +14,12 @@ from typing import Optional
 
 from time import time_ns
 
-from ..core import recording
-from ..core.events import G, tls, resync, thread_ctx
+from ..core import general_path
+from ..core.registry import G
+from ..core.threads import resync, tls, thread_ctx
 from ..tree import callpath
 from ..tree.codes import op_code
-from ..core.recording import set_state as _set_state
+from ..core.general_path import set_state as _set_state
 from ..core.metric_values import transform_tensor_metrics
 from ..core.tensor_metrics import ensure_kernels as set_metric_kernels
 from ..core.tensor_metrics import add_tensor_metrics
@@ -43,7 +44,7 @@ def _log_context(log, v) -> None:
         log.append(v.top)
 
 
-next_id = recording.next_id
+next_id = general_path.next_id
 
 
 class LaunchVar:
@@ -265,17 +266,17 @@ class LaunchHook(Hook):
                         set_metric_kernels()
             finally:
                 _set_state(ctx, None)
-            sid = recording.next_id()
-            targets = recording.op_prepare(ctx, kernel_name)
+            sid = general_path.next_id()
+            targets = general_path.op_prepare(ctx, kernel_name)
             if plain:
-                recording.add_metrics(ctx, sid, targets, plain)
+                general_path.add_metrics(ctx, sid, targets, plain)
             if tensor:
                 _set_state(ctx, md_state)
                 try:
                     add_tensor_metrics(ctx, sid, targets, tensor)
                 finally:
                     _set_state(ctx, None)
-            recording.op_open(ctx, targets)
+            general_path.op_open(ctx, targets)
             ctx.op_id = sid
             ctx.op_name = kernel_name
             ctx.launch = _OPEN
@@ -299,5 +300,5 @@ class LaunchHook(Hook):
                 log.append(time_ns())
                 log.append(op.top)
         else:
-            recording.op_exit(ctx)
+            general_path.op_exit(ctx)
 

@@ -11,8 +11,9 @@ import sys
 import threading
 from time import time_ns
 
-from . import events, signatures
-from .events import G
+from . import signatures, threads
+from .registry import G
+from .views import View, first_seen
 from ..tree import callpath
 from ..tree.codes import op_code
 from ..tree.phase import ScopeRecord
@@ -86,7 +87,7 @@ def python_node(skip: int = 1) -> int:
             nxt = steps[key] = callpath.child(node, nm)
         node = nxt
         cache[id(fr)] = (fr, line, node)
-    ctx = getattr(events.tls, "ctx", None)
+    ctx = getattr(threads.tls, "ctx", None)
     st = None if ctx is None else ctx.state
     return node if st is None else callpath.child(node, st)
 
@@ -96,7 +97,7 @@ def enter(ctx, name: str, sid: int):
 
     Returns the targets ``[(view_or_session, node), ...]`` the scope's metrics go to.
     """
-    events.ensure(ctx)
+    threads.ensure(ctx)
     st = ctx.state
     targets = []
     for v in ctx.views:
@@ -122,7 +123,7 @@ def enter(ctx, name: str, sid: int):
     if G.py_active:
         node = python_node(3)
         for s in G.py_active:
-            events.first_seen(s.current.created, node)
+            first_seen(s.current.created, node)
             targets.append((s, node))
             if s.data == "trace":
                 rec = ctx.open_trace.get(sid)
@@ -135,7 +136,7 @@ def enter(ctx, name: str, sid: int):
 
 def exit(ctx, sid: int) -> None:
     """Close scope ``sid`` in every view of the thread that recorded it (spec §0.3)."""
-    events.ensure(ctx)
+    threads.ensure(ctx)
     st = ctx.state
     for v in ctx.views:
         ids = v.ids
@@ -167,7 +168,7 @@ def session_targets(targets):
     """Expand ``(view|session, node)`` targets into active ``(session, node)`` pairs."""
     out = []
     for t, node in targets:
-        if isinstance(t, events.View):
+        if isinstance(t, View):
             for s in t.sessions:
                 if s.active:
                     out.append((s, node))
@@ -204,7 +205,7 @@ def set_state(ctx, name) -> None:
     """Set (or clear, with None) the thread's single state slot and log the new context."""
     if name is not None and type(name) is not str:
         raise signatures.incompatible(signatures.ENTER_STATE, name)
-    events.ensure(ctx)
+    threads.ensure(ctx)
     ctx.state = name
     for v in ctx.views:
         if v.logging:
@@ -216,16 +217,16 @@ def op_prepare(ctx, name: str):
 
     Returns the metric targets, as :func:`enter` does.
     """
-    events.ensure(ctx)
+    threads.ensure(ctx)
     targets = []
     for v in ctx.views:
         node = callpath.child(v.context_node(ctx.state), name)
-        events.first_seen(v.created, node)
+        first_seen(v.created, node)
         targets.append((v, node))
     if G.py_active:
         node = callpath.child(python_node(2), name)
         for s in G.py_active:
-            events.first_seen(s.current.created, node)
+            first_seen(s.current.created, node)
             targets.append((s, node))
     return targets
 
@@ -233,12 +234,12 @@ def op_prepare(ctx, name: str):
 def op_open(ctx, targets) -> None:
     """Open the op: until :func:`op_exit`, a kernel launched on this thread *is* its node."""
     for t, node in targets:
-        if isinstance(t, events.View):
+        if isinstance(t, View):
             t.note(op_code(node))
 
 
 def op_exit(ctx) -> None:
     """Leave the launch op: the context is the scope path again."""
-    events.ensure(ctx)
+    threads.ensure(ctx)
     for v in ctx.views:
         v.note(v.context_node(ctx.state))

@@ -1,0 +1,50 @@
+"""The session registry: the live sessions, the active ones, every thread's context and views,
+and the epoch that tells threads to regroup their views.
+
+One process-wide object, :data:`G`.  Whenever the set of active sessions (or a phase)
+changes, :func:`bump_epoch` moves the epoch on and every thread regroups its views at its
+next event (:func:`proton_ctypes.core.threads.resync`).
+"""
+from __future__ import annotations
+
+import threading
+
+from .flags import on_profiling_change
+
+
+class Registry:
+    """Process-wide state of the engine (:data:`G`)."""
+
+    __slots__ = ("epoch", "active", "sessions", "threads", "views_by_tid", "lock", "py_active")
+
+    def __init__(self):
+        self.epoch = 0
+        #: active sessions (tuple), shadow and python context alike
+        self.active = ()
+        #: live (not finalized) sessions by id
+        self.sessions = {}
+        #: native tid -> ThreadCtx (latest thread of that id)
+        self.threads = {}
+        #: native tid -> list of every view ever created on that tid (for joins)
+        self.views_by_tid = {}
+        self.lock = threading.RLock()
+        #: active sessions using context="python"
+        self.py_active = ()
+
+
+#: the one registry
+G = Registry()
+
+
+def bump_epoch() -> None:
+    """Signal every thread that the set of active sessions (or a phase) changed."""
+    with G.lock:
+        G.epoch += 1
+        G.active = tuple(s for s in G.sessions.values() if s.active)
+        G.py_active = tuple(s for s in G.active if s.context == "python")
+        for ctx in G.threads.values():
+            ctx.view = None
+
+
+
+on_profiling_change(bump_epoch)

@@ -1,0 +1,135 @@
+"""Per-thread state: the calling thread's context (its views, state slot, open trace scopes and
+launch-hook state) and the regrouping of its views when the active sessions change.
+
+:func:`thread_ctx` is the hot paths' entry point (one thread-local read); :func:`ensure`
+regroups the thread's views when the registry's epoch moved (:mod:`.registry`), and
+:func:`resync` does it: each thread keeps at most one *fast-path* view (``ThreadCtx.view``),
+set only when exactly one plain view exists and profiling is on, so the hot paths test the
+view alone.
+"""
+from __future__ import annotations
+
+import threading
+
+from time import time_ns
+
+from .flags import flags as _flags
+from .registry import G
+from .views import View
+from ..tree import callpath
+
+tls = threading.local()
+
+
+class ThreadCtx:
+    """Everything the profiler keeps for one thread."""
+
+    __slots__ = ("tid", "epoch", "view", "views", "state", "frozen", "open_trace", "launch", "op_id", "op_name",
+                 "__weakref__")
+
+    def __init__(self):
+        self.tid = threading.get_native_id()
+        self.epoch = -1
+        #: the single live view when exactly one exists and no slow feature is on, else None
+        self.view = None
+        self.views = []
+        self.state = None
+        #: session id -> (ids, top) of a deactivated session on this thread
+        self.frozen = {}
+        #: scope id -> [t_enter, {session id: node}, raw metrics dict] for trace sessions
+        self.open_trace = {}
+        #: the launch hook's place in a Triton launch on this thread: None outside one, else
+        #: a marker of :mod:`proton_ctypes.hooks.launch` or the view of an open fast op
+        self.launch = None
+        #: scope id and name of the launch hook's latest op on this thread
+        self.op_id = None
+        self.op_name = None
+
+
+def thread_ctx() -> ThreadCtx:
+    """The calling thread's context, created (and registered) on first use."""
+    try:
+        return tls.ctx
+    except AttributeError:
+        ctx = ThreadCtx()
+        tls.ctx = ctx
+        with G.lock:
+            G.threads[ctx.tid] = ctx
+            G.views_by_tid.setdefault(ctx.tid, [])
+        return ctx
+
+
+def stack_of(ctx, session):
+    """The (ids, top) that ``session`` currently has on thread ``ctx`` or None."""
+    for v in ctx.views:
+        if session in v.sessions:
+            return v.ids, v.top
+    return ctx.frozen.get(session.id)
+
+
+def resync(ctx: ThreadCtx) -> None:
+    """Retire the thread's views and regroup the active shadow sessions into new ones."""
+    with G.lock:
+        now = time_ns()
+        epoch = G.epoch
+        active = [s for s in G.active if s.context != "python"]
+        stacks = {}
+        for v in ctx.views:
+            v.t1 = now
+            v.merge_created()
+            if v.ext is not None and v.ext_pushed:
+                try:
+                    v.ext.pop_external()
+                except Exception:
+                    pass
+                v.ext_pushed = False
+            for s in v.sessions:
+                stacks[s] = (v.ids, v.top)
+        for s, st in stacks.items():
+            if not s.active and not s.finalized:
+                ctx.frozen[s.id] = (list(st[0]), st[1])
+        for sid in [k for k in ctx.frozen if k not in G.sessions]:
+            del ctx.frozen[sid]
+        groups = {}
+        for s in active:
+            st = stacks.get(s)
+            if st is None:
+                st = ctx.frozen.pop(s.id, None)
+            if st is None:
+                starter = G.threads.get(s.starter_tid)
+                if starter is not None and starter is not ctx:
+                    st = stack_of(starter, s)
+            if st is None:
+                st = ([], callpath.ROOT)
+            key = tuple(st[0])
+            g = groups.get(key)
+            if g is None:
+                groups[key] = ([s], st)
+            else:
+                g[0].append(s)
+        views = []
+        for members, (ids, top) in groups.values():
+            v = View(ctx, tuple(members), list(ids), top, now)
+            if v.ids:
+                # the open scopes exist in the new view (phase) too
+                v.created[v.context_node(ctx.state)] = now
+            v.note(_code(v, ctx.state))
+            views.append(v)
+            G.views_by_tid.setdefault(ctx.tid, []).append(v)
+        ctx.views = views
+        ctx.epoch = epoch
+        # the fast-path view exists only while profiling is on: hot paths test the view alone
+        ctx.view = views[0] if (len(views) == 1 and not views[0].trace and views[0].ext is None
+                                and not G.py_active and _flags.profiling_on) else None
+        if epoch != G.epoch:
+            ctx.view = None
+
+
+def _code(v, state):
+    return v.context_node(state)
+
+
+def ensure(ctx: ThreadCtx) -> None:
+    """Resync the thread if the epoch moved since its last event."""
+    if ctx.epoch != G.epoch:
+        resync(ctx)

@@ -1,0 +1,179 @@
+"""Views: the scope stack and the log shared by the sessions whose stacks on a thread agree.
+
+Every session has, per thread, its own stack of open scopes (Proton's semantics: a session
+started while a scope is open does not see it; a deactivated session keeps its stack).
+Sessions whose stacks on a thread are identical share one :class:`View`, so a scope is
+resolved once for all of them.  A view holds the stack (scope ids and trie nodes), the set of
+nodes entered while it lived, and a time-stamped **log** of the context in force, used to
+attribute kernels to call paths after the fact.  Views are immutable in membership: when the
+set of active sessions (or a phase) changes, each thread retires its views at its next event
+and makes new ones (:func:`proton_ctypes.core.threads.resync`); ``t0``/``t1`` say when a
+view was live, so the kernel join knows which view to read.
+
+The log entry
+-------------
+
+A view's ``log`` is a flat list ``[t0, code0, t1, code1, ...]``: one entry is **two
+consecutive items**, appended in this order by the thread that owns the view:
+
+1. ``time.time_ns()`` at the event (the clock of the launch-API records the kernels are joined
+   with; the entries of one view are in time order);
+2. the context code in force from that instant on (:mod:`proton_ctypes.tree.codes`): the node
+   a kernel launched now attaches below -- the top scope's node, or its child named after the
+   thread's state -- or, while a ``hook="triton"`` launch op is open, the op's code.
+
+An entry is written only when the view logs (``View.logging``: a member session's backend
+produces kernel rows) and at every change of that context: a scope entered or exited, a state
+set or cleared, a launch op opened or closed, a view made.  The general path writes it with
+:meth:`View.note`; the fast paths (:mod:`.scopes`, :mod:`.states`,
+:mod:`proton_ctypes.hooks.launch`) inline the two appends, and
+``tests/test_log_entry.py`` runs both paths side by side and checks they log the same codes.
+The kernel join (:mod:`.attribution`) reads the log through :meth:`View.compact` as an
+``(n, 2)`` int64 array and takes, for each launch, the code of the last entry at or before it.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from time import time_ns
+
+from ..backends.base import ATTRIBUTION_EXTCORR
+from ..tree import callpath
+from ..tree.codes import ext_id
+
+
+class View:
+    """Sessions sharing one scope stack on one thread (see module doc)."""
+
+    __slots__ = ("sessions", "phases", "flexes", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
+                 "merged", "logging", "trace", "ctx", "ext", "ext_pushed", "plans")
+
+    def __init__(self, ctx, sessions, ids, top, t0):
+        self.ctx = ctx
+        self.sessions = sessions
+        self.phases = tuple(s.current for s in sessions)
+        #: the user-metric dicts of those phases (views hold only active sessions)
+        self.flexes = tuple(p.flex for p in self.phases)
+        #: scope ids of the open scopes, innermost last; their nodes are ``top`` and its
+        #: ancestors (each open scope's node is the parent of the next one's)
+        self.ids = ids
+        self.top = top
+        self.kids = callpath.kids[self.top]
+        #: the log (module docstring): flat list t0, code0, t1, code1, ... (a list: appends are
+        #: cheapest); compacted into ``chunks`` (int64 arrays of shape (n, 2)) by :meth:`compact`
+        self.log = []
+        self.chunks = []
+        self.t0 = t0
+        self.t1 = None
+        #: node -> time_ns it was first entered in this view (scopes, state children, ops)
+        self.created = {}
+        #: how many entries of ``created`` the phases already have (see merge_created)
+        self.merged = 0
+        self.logging = any(s.uses_device for s in sessions)
+        self.trace = any(s.data == "trace" for s in sessions)
+        #: a backend attributing by external correlation ids (clock fallback), else None
+        self.ext = next((s.backend for s in sessions if s.backend.attribution == ATTRIBUTION_EXTCORR), None)
+        self.ext_pushed = False
+        #: metric plans of this view: the launch hook's by op node (tree.metrics.plan), the
+        #: scopes' by (node, key order) (tree.metrics.add_planned)
+        self.plans = {}
+
+    def nodes(self):
+        """Trie nodes of the open scopes, outermost first."""
+        out = []
+        n = self.top
+        parent = callpath.parent
+        for _ in self.ids:
+            out.append(n)
+            n = parent[n]
+        out.reverse()
+        return out
+
+    def remove(self, i):
+        """Close the open scope at stack index ``i``; re-root the scopes opened above it."""
+        nodes = self.nodes()
+        names = [callpath.name[n] for n in nodes]
+        del self.ids[i]
+        del names[i]
+        node = callpath.parent[nodes[i]]
+        for nm in names[i:]:
+            node = callpath.child(node, nm)
+        self.top = node if self.ids else callpath.ROOT
+        self.kids = callpath.kids[self.top]
+
+    def context_node(self, state):
+        """The node kernels launched now attach under (the top, or its state child)."""
+        return self.top if state is None else callpath.child(self.top, state)
+
+    def note(self, code):
+        """Write the log entry ``(now, code)`` (module docstring) if kernels can be attributed
+        through the log.
+
+        In external-correlation mode the backend's per-thread stack also holds the code
+        (encoded by :func:`ext_id`) so each launch record carries it.
+        """
+        if self.logging:
+            log = self.log
+            log.append(time_ns())
+            log.append(code)
+        ext = self.ext
+        if ext is not None:
+            if self.ext_pushed:
+                ext.pop_external()
+            ext.push_external(ext_id(code))
+            self.ext_pushed = True
+
+    def compact(self, keep_after=None):
+        """Move the logged pairs into an int64 chunk (safe while the owner thread appends).
+
+        With ``keep_after`` (ns), entries older than it are dropped except the last one
+        before it (the context then in force): kernels launched before ``keep_after``
+        were all delivered already.
+        """
+        log = self.log
+        n = len(log) & ~1
+        if n:
+            chunk = np.array(log[:n], dtype=np.int64).reshape(-1, 2)
+            del log[:n]
+            self.chunks.append(chunk)
+        if len(self.chunks) > 1:
+            self.chunks[:] = [np.concatenate(self.chunks)]
+        if not self.chunks:
+            return np.zeros((0, 2), dtype=np.int64)
+        a = self.chunks[0]
+        if keep_after is not None and len(a) > 1:
+            i = int(np.searchsorted(a[:, 0], keep_after, side="right")) - 1
+            if i > 0:
+                a = self.chunks[0] = a[i:].copy()
+        return a
+
+    def merge_created(self):
+        """Publish the nodes entered in this view to each member session's phase, each with
+        the earliest time any view saw it (children are listed in first-seen order).
+
+        Entries are only ever added to ``created``, so the ones merged before are skipped.
+        """
+        created = self.created
+        done = self.merged
+        if len(created) == done:
+            return
+        # one C-level copy: the owner thread may add entries meanwhile
+        new = list(itertools.islice(created.items(), done, None)) if done else list(created.items())
+        for pd in self.phases:
+            into = pd.created
+            if not into:
+                into.update(new)
+                continue
+            get = into.get
+            for node, t in new:
+                old = get(node)
+                if old is None or t < old:
+                    into[node] = t
+        self.merged = done + len(new)
+
+
+def first_seen(created: dict, node: int) -> None:
+    """Record ``node`` in a ``created`` dict (node -> first time_ns) unless it is there."""
+    if node not in created:
+        created[node] = time_ns()
