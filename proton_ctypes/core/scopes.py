@@ -72,6 +72,7 @@ def _push(ctx, v, sid: int, name: str) -> int:
         v.created[node] = _time_ns()
     if v.logging:
         log = v.log
+        # the log entry (time_ns, code): the contract is in core/views.py
         log.append(_time_ns())
         log.append(node)
     return node
@@ -117,6 +118,7 @@ def _exit(sid) -> None:
             if v.logging:
                 st = ctx.state
                 log = v.log
+                # the log entry (time_ns, code): the contract is in core/views.py
                 log.append(_time_ns())
                 log.append(top if st is None else _child(top, st))
             return
@@ -185,6 +187,7 @@ class scope:
             v.created[node] = _time_ns()
         if v.logging:
             log = v.log
+            # the log entry (time_ns, code): the contract is in core/views.py
             log.append(_time_ns())
             log.append(node)
         m = self.metrics
@@ -246,6 +249,7 @@ class scope:
                 if v.logging:
                     st = ctx.state
                     log = v.log
+                    # the log entry (time_ns, code): the contract is in core/views.py
                     log.append(_time_ns())
                     log.append(top if st is None else _child(top, st))
                 return

@@ -38,6 +38,7 @@ def _set(name) -> None:
         ctx.state = name
         if v.logging:
             log = v.log
+            # the log entry (time_ns, code): the contract is in core/views.py
             log.append(_time_ns())
             if name is None:
                 log.append(v.top)
@@ -84,6 +85,7 @@ class state:
             if v.logging:
                 name = ctx.state = self.name
                 log = v.log
+                # the log entry (time_ns, code): the contract is in core/views.py
                 log.append(_time_ns())
                 node = v.kids.get(name)
                 log.append(general_path.state_child(v.top, name) if node is None else node)
@@ -105,6 +107,7 @@ class state:
             ctx.state = None
             if v.logging:
                 log = v.log
+                # the log entry (time_ns, code): the contract is in core/views.py
                 log.append(_time_ns())
                 log.append(v.top)
         elif _flags.profiling_on:

@@ -40,6 +40,7 @@ _RESERVED = frozenset({"name", "function", "stream"})
 def _log_context(log, v) -> None:
     """Log ``v``'s scope context again (the metadata state is over, no op was opened)."""
     if log is not None:
+        # the log entry (time_ns, code): the contract is in core/views.py
         log.append(time_ns())
         log.append(v.top)
 
@@ -178,6 +179,7 @@ class LaunchHook(Hook):
         ctx.launch = _IN_HOOK
         ctx.state = md_state
         if log is not None:
+            # the log entry (time_ns, code): the contract is in core/views.py
             log.append(time_ns())
             log.append(md_node)
         try:
@@ -209,6 +211,7 @@ class LaunchHook(Hook):
                 self._enter_general(ctx, metadata, raw_name, md_state)
                 return
         if log is not None:
+            # the log entry (time_ns, code): the contract is in core/views.py
             log.append(time_ns())
             log.append(op_code(node))
         ctx.op_id = next_id()
@@ -297,6 +300,7 @@ class LaunchHook(Hook):
         if op is ctx.view and ctx.epoch == G.epoch:
             if op.logging:
                 log = op.log
+                # the log entry (time_ns, code): the contract is in core/views.py
                 log.append(time_ns())
                 log.append(op.top)
         else:
