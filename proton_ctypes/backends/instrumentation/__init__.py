@@ -10,9 +10,11 @@ This package does those two jobs without libproton:
   object or 3.9's ``triton._instrumentation.register_instrumentation``);
 * :mod:`.allocator` -- the 128-byte aligned profile-buffer allocator (torch);
 * :mod:`.metadata`  -- per kernel: scope names/parents from its TTGIR, warps, scratch size;
-* :mod:`.decode`    -- the buffer decoder (header, per-warp circular segments, 64/32-bit
+* :mod:`.decode`    -- the buffer decoder (headers, per-warp circular segments, 64/32-bit
   clocks, async events) in numpy, with Proton's parser semantics;
-* :mod:`.layout`    -- the profile buffer's header and the host-buffer copy of 3.9;
+* :mod:`.match`     -- the pairing of start and end entries into events (libproton's state machine);
+* :mod:`.layout`    -- the profile buffer's layout (named offsets), its writer for tests, and
+  the host-buffer copy of 3.9;
 * :mod:`.devices`   -- the backend object the session manager holds: the target device
   type and the device block (it has nothing to collect: the hook decodes each launch).
 

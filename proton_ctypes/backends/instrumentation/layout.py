@@ -1,10 +1,28 @@
-"""Writing the layouts :mod:`.decode` reads: CTA records (tests, benchmarks) and 3.9's host trace.
+"""The profile buffer an instrumented kernel writes: its layout, and writers of it.
 
-:func:`build_buffer` produces what an instrumented kernel writes (see :mod:`.decode`)
-from a description of each CTA's events, so the decoder can be exercised without a GPU.
-:func:`host_buffer_bytes` is the binary trace 3.9's ``InstrumentationHook`` exposes as
-``host_buffer`` when ``enable_host_buffer`` is set (a header for external parsers,
-then the raw buffer).
+Layout (written by Triton's proton lowering; identical in triton 3.6 and 3.9), one record of
+``profile_scratch_size`` bytes per CTA, CTAs in launch order; all fields little-endian::
+
+    +0   u32  preamble 0xdeadbeef                        PREAMBLE_OFFSET
+    +4   u32  block id (linear CTA index)                BLOCK_ID_OFFSET
+    +8   u32  processor (SM) id                          PROC_ID_OFFSET
+    +12  u32  buffer size in bytes (the event area)      BUFFER_SIZE_OFFSET
+    +16  u64  init time (globaltimer at kernel start)    INIT_TIME_OFFSET
+    +24  u64  pre-final time (before the copy-out)       PRE_FINAL_TIME_OFFSET
+    +32  u64  post-final time                            POST_FINAL_TIME_OFFSET
+    +40  u32 x num_warps   words written by each warp    HEADER_BYTES (its circular index)
+    +40+4*num_warps        event area: one segment of size/len(uids) bytes per recorded
+                           warp, each a sequence of ENTRY_BYTES-byte entries
+
+An entry is two u32 words, ``tag, clock_lo``: bit 31 of the tag is *end* (``END_BIT``), bits
+23..30 the scope id (``SCOPE_SHIFT``, ``SCOPE_MASK``), bit 22 *async* (``ASYNC_BIT``;
+``proton.language`` events, triton >= 3.7), bits 0..10 the upper bits of a 43-bit clock
+(``CLOCK_HI_MASK``; zero with ``clock32``).
+
+:func:`build_buffer` produces this layout from a description of each CTA's events, so the
+decoder (:mod:`.decode`) can be exercised without a GPU.  :func:`host_buffer_bytes` is the
+binary trace 3.9's ``InstrumentationHook`` exposes as ``host_buffer`` when
+``enable_host_buffer`` is set (a header for external parsers, then the raw buffer).
 """
 from __future__ import annotations
 
@@ -13,8 +31,28 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .decode import ASYNC_BIT, CLOCK_HI_MASK, END_BIT, HEADER_BYTES, PREAMBLE, SCOPE_SHIFT
 from .modes import enum_name
+
+# ---- the CTA record (module docstring)
+PREAMBLE = 0xDEADBEEF
+PREAMBLE_OFFSET = 0
+BLOCK_ID_OFFSET = 4
+PROC_ID_OFFSET = 8
+BUFFER_SIZE_OFFSET = 12
+INIT_TIME_OFFSET = 16
+PRE_FINAL_TIME_OFFSET = 24
+POST_FINAL_TIME_OFFSET = 32
+#: the fixed header; the per-warp word counts follow it
+HEADER_BYTES = 40
+#: one word count per warp, after the header
+COUNT_BYTES = 4
+# ---- one entry of the event area
+ENTRY_BYTES = 8
+END_BIT = 0x80000000
+ASYNC_BIT = 1 << 22
+SCOPE_SHIFT = 23
+SCOPE_MASK = 0xFF
+CLOCK_HI_MASK = 0x7FF
 
 VERSION = 1
 #: 3.9's host-buffer header: ten u32 (version, header offset, header size, payload offset,
@@ -33,7 +71,7 @@ Entry = Tuple
 
 def encode_entry(is_end: bool, scope: int, cycle: int, is_async: bool = False, clock32: bool = False):
     """The two 32-bit words of one record."""
-    tag = (END_BIT if is_end else 0) | ((scope & 0xFF) << SCOPE_SHIFT) | (ASYNC_BIT if is_async else 0)
+    tag = (END_BIT if is_end else 0) | ((scope & SCOPE_MASK) << SCOPE_SHIFT) | (ASYNC_BIT if is_async else 0)
     if not clock32:
         tag |= (cycle >> 32) & CLOCK_HI_MASK
     return tag, cycle & 0xFFFFFFFF
@@ -50,7 +88,7 @@ def build_block(block_id: int, proc_id: int, num_warps: int, buf_size: int,
     """
     uids = list(range(num_warps)) if uids is None else list(uids)
     seg = buf_size // len(uids)
-    cap = seg // 8
+    cap = seg // ENTRY_BYTES
     words = {u: [] for u in uids}
     for u, ents in warps.items():
         for e in ents:
@@ -86,7 +124,7 @@ def build_buffer(blocks: Iterable[bytes], scratch: int) -> np.ndarray:
 
 def scratch_size(num_warps: int, buf_size: int, align: int = SCRATCH_ALIGNMENT) -> int:
     """The ``profile_scratch_size`` Triton reserves: header, counts (a u32 per warp) and events, aligned."""
-    need = HEADER_BYTES + U32_BYTES * num_warps + buf_size
+    need = HEADER_BYTES + COUNT_BYTES * num_warps + buf_size
     return (need + align - 1) // align * align
 
 
