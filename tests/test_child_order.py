@@ -10,14 +10,13 @@ spec §0.1) too.
 """
 import json
 import os
-import subprocess
-import sys
 import threading
 
 import pytest
 
 import proton_ctypes as proton
 from conftest import child_names, find
+from oracle import side_by_side
 
 
 def _names(tree):
@@ -237,50 +236,22 @@ def test_launch_hook_op_listed_at_launch(tmp_path):
 
 # -- against the real profiler -------------------------------------------------------------
 
-def _oracle_missing():
-    try:
-        import triton
-    except ImportError:
-        return "triton is not installed"
-    if not triton.__version__.startswith("3.9"):
-        return f"the oracle needs triton 3.9, found {triton.__version__}"
-    import shutil
-    if not (shutil.which("cc") or shutil.which("gcc")):
-        return "no C compiler for the stub libraries"
-    return None
-
-
 _RUNNER = """
-import json, sys, warnings
-warnings.simplefilter("ignore")
-here, root, impl, tmp = sys.argv[1:5]
-sys.path[:0] = [here, root]
-if impl == "real":
-    from oracle.real_proton import load
-    p = load()
-else:
-    import proton_ctypes as p
+import json, os
 import test_child_order as t
 out = {}
 for name, fn in sorted(t.SCENARIOS.items()):
-    import os
-    d = os.path.join(tmp, name)
-    os.makedirs(d)
-    out[name] = fn(p, d)
+    os.makedirs(name)
+    out[name] = fn(p, os.path.abspath(name))
 print(json.dumps(out))
 """
 
 
-@pytest.mark.skipif(_oracle_missing() is not None, reason=_oracle_missing() or "")
+@pytest.mark.skipif(side_by_side.oracle_missing() is not None, reason=side_by_side.oracle_missing() or "")
 def test_matches_real_proton(tmp_path):
-    here = os.path.dirname(os.path.abspath(__file__))
-    results = {}
-    for impl in ("real", "ours"):
-        d = tmp_path / impl
-        d.mkdir()
-        proc = subprocess.run([sys.executable, "-c", _RUNNER, here, os.path.dirname(here), impl, str(d)],
-                              capture_output=True, text=True, timeout=300, cwd=str(d))
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        results[impl] = json.loads(proc.stdout.strip().splitlines()[-1])
+    folders = {impl: str(tmp_path / impl) for impl in side_by_side.IMPLS}
+    for d in folders.values():
+        os.makedirs(d)
+    results = {impl: json.loads(line) for impl, line in side_by_side.run_both(_RUNNER, folders).items()}
     assert results["real"] == EXPECTED
     assert results["ours"] == results["real"]

@@ -11,14 +11,13 @@ captured in the graph.
 import json
 import os
 import re
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 import proton_ctypes as proton
+from oracle import side_by_side
 from proton_ctypes.tree import callpath
 from proton_ctypes.writers import chrome_trace
 
@@ -182,52 +181,25 @@ def test_non_ascii_written_as_utf8(tmp_path):
     assert "sc\u00e9\u4e2d".encode() in raw and b"\\n\\t\\\"\\\\/" in raw
 
 
-def _oracle_missing():
-    try:
-        import triton
-    except ImportError:
-        return "triton is not installed"
-    if not triton.__version__.startswith("3.9"):
-        return f"the oracle needs triton 3.9, found {triton.__version__}"
-    import shutil
-    if not (shutil.which("cc") or shutil.which("gcc")):
-        return "no C compiler for the stub libraries"
-    return None
-
-
 _RUNNER = """
-import os, sys, warnings
-warnings.simplefilter("ignore")
-here, root, impl, tmp = sys.argv[1:5]
-sys.path[:0] = [here, root]
-if impl == "real":
-    from oracle.real_proton import load
-    p = load()
-else:
-    import proton_ctypes as p
+import os
 import test_chrome_trace_layout as t
 for name, fn in sorted(t.SCENARIOS.items()):
-    d = os.path.join(tmp, name)
-    os.makedirs(d)
-    fn(p, d)
+    os.makedirs(name)
+    fn(p, os.path.abspath(name))
 """
 
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
-    why = _oracle_missing()
+    why = side_by_side.oracle_missing()
     if why:
         pytest.skip(why)
-    here = os.path.dirname(os.path.abspath(__file__))
     root = tmp_path_factory.mktemp("trace")
-    procs = []
-    for impl in ("real", "ours"):
-        (root / impl).mkdir()
-        procs.append(subprocess.Popen([sys.executable, "-c", _RUNNER, here, os.path.dirname(here), impl,
-                                       str(root / impl)], cwd=str(root / impl), stderr=subprocess.PIPE))
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err.decode()[-3000:]
+    folders = {impl: str(root / impl) for impl in side_by_side.IMPLS}
+    for d in folders.values():
+        os.makedirs(d)
+    side_by_side.run_both(_RUNNER, folders)
     return root
 
 

@@ -8,9 +8,6 @@ is turned into a Python scalar or list here; 3.9 passes the tensor on, and libpr
 truncates a float tensor to an int or rejects a tensor of several elements.
 """
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,6 +15,7 @@ import pytest
 import proton_ctypes as proton
 from proton_ctypes.metric import transform_tensor_metrics
 from conftest import find, read_tree
+from oracle import side_by_side
 
 FLOPS_KEYS = ["flops", "flops8", "flops16", "flops32", "flops64"]
 
@@ -121,39 +119,23 @@ for key in keys:
             out.append([key, i, "EXC", type(e).__name__, str(e)])
 """
 
-_RUN = {
-    "real": "from oracle.real_proton import load\nload()\n"
-            "from triton.profiler.metric import transform_tensor_metrics as transform\n",
-    "ours": "from proton_ctypes.metric import transform_tensor_metrics as transform\n",
-}
+#: the function under test, as the script sees it (``p``: the profiler)
+_TRANSFORM = """
+import importlib, json
+transform = importlib.import_module(p.__name__ + ".metric").transform_tensor_metrics
+"""
 
 
-def _oracle_missing():
-    try:
-        import triton
-    except ImportError:
-        return "triton is not installed"
-    if not triton.__version__.startswith("3.9"):
-        return f"the oracle needs triton 3.9, found {triton.__version__}"
-    import shutil
-    if not (shutil.which("cc") or shutil.which("gcc")):
-        return "no C compiler for the stub libraries"
-    return None
+def _results(tmp_path):
+    folders = {impl: str(tmp_path) for impl in side_by_side.IMPLS}
+    lines = side_by_side.run_both(_TRANSFORM + _CASES + "print(json.dumps(out))\n", folders)
+    return {impl: json.loads(line) for impl, line in lines.items()}
 
 
-def _results(impl):
-    here = os.path.dirname(os.path.abspath(__file__))
-    code = ("import sys, json, warnings\nwarnings.simplefilter('ignore')\n"
-            f"sys.path[:0] = [{here!r}, {os.path.dirname(here)!r}]\n"
-            + _RUN[impl] + _CASES + "print(json.dumps(out))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-@pytest.mark.skipif(_oracle_missing() is not None, reason=_oracle_missing() or "")
-def test_matches_real_proton():
-    real, ours = _results("real"), _results("ours")
+@pytest.mark.skipif(side_by_side.oracle_missing() is not None, reason=side_by_side.oracle_missing() or "")
+def test_matches_real_proton(tmp_path):
+    results = _results(tmp_path)
+    real, ours = results["real"], results["ours"]
     assert len(real) == len(ours)
     differ = []
     for r, o in zip(real, ours):
