@@ -81,7 +81,7 @@ def start(
 def _cli_guard(session, verb: str) -> Optional[int]:
     if flags.command_line:
         if session is None:
-            return 0  # proton_ctypes: no argument means the command's session (spec §0.3)
+            return 0  # proton_ctypes: no argument means the command's session (README, differences)
         if session != 0:
             raise ValueError(f"Only one session can be {verb} when running from the command line.")
     return session

@@ -6,7 +6,7 @@ insertion order.  The trie of proton_ctypes is process-wide, so its node ids are
 order once another session (or an earlier phase) created a node first (upstream
 ``test_pcsampling``: ``['init', 'test']`` where a previous test had made ``ROOT/test``).
 ``test_matches_real_proton`` runs the host-only scenarios under Proton 3.9 (CPU oracle of
-spec §0.1) too.
+tests/oracle/real_proton.py) too.
 """
 import json
 import os

@@ -1,7 +1,7 @@
 """The ``chrome_trace`` file of ``data="trace"`` in Proton 3.9's layout.
 
 Host-only traces (scopes, metrics, states, threads, phases) are compared byte for byte with
-the real Proton 3.9 (CPU oracle of spec §0.1), times aside.  Kernel traces cannot be made
+the real Proton 3.9 (the CPU oracle of tests/oracle/real_proton.py), times aside.  Kernel traces cannot be made
 by the oracle; their layout follows libproton 3.9's writer and upstream's
 ``test_trace_flexible_metrics_scope_ranges`` / ``test_trace_cudagraph_graph_scope_ranges``,
 run here with the mock GPU backend: lane metadata (``ph`` ``"M"``), ``launch->kernel``
@@ -142,7 +142,7 @@ _OWN = r'[^"]*/(?:triton/profiler|proton_ctypes)/[^"]*'
 
 def _normalize(text):
     """Times and measured CPU times replaced by markers; python-context frames of the
-    profiler's own files left out (spec §0.3); everything else compared as is."""
+    profiler's own files left out (a deliberate difference, README); everything else compared as is."""
     text = re.sub(r'"(ts|dur|baseTimeNanoseconds)":-?[0-9.e+-]+', r'"\1":T', text)
     text = re.sub(r',"' + _OWN + '"', "", text)
     text = re.sub(r'"name":"' + _OWN + ': ', '"name":"<own frame>: ', text)

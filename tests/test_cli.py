@@ -1,4 +1,4 @@
-"""The ``proton`` command (spec §6.1), and the same runs under the real 3.9 command."""
+"""The ``proton`` command, and the same runs under the real 3.9 command."""
 import json
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""Contexts (spec §1.9, §2.3, §2.6, §10.2): ``context.depth``, the shadow scope stack seen
+"""Contexts: ``context.depth``, the shadow scope stack seen
 from threads and from later sessions, and ``context="python"``.
 
 A thread's stack in a session starts, at its first scope, as a copy of the current stack of
@@ -133,7 +133,7 @@ def test_a_session_started_inside_a_scope_does_not_see_that_scope():
 
 
 def test_exiting_a_scope_opened_before_a_later_session_started_closes_it_quietly():
-    # §0.3: Proton raises RuntimeError("[PROTON] Context stack is empty") and keeps "a" open in o1
+    # a deliberate difference (README): Proton raises RuntimeError("[PROTON] Context stack is empty") and keeps "a" open in o1
     proton.start("o1", backend="host")
     with proton.scope("a"):
         proton.start("o2", backend="host")

@@ -1,4 +1,4 @@
-"""``proton.data`` (spec §7.4, §10.5): ``get``, ``get_msgpack``, ``advance_phase``,
+"""``proton.data``: ``get``, ``get_msgpack``, ``advance_phase``,
 ``is_phase_complete``, ``clear``, and the files phases give at finalize.
 
 Expected values are those real Proton 3.9 gives (``conformance/scenarios/data.py``);

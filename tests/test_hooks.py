@@ -1,4 +1,4 @@
-"""Hooks (spec §5.1, §5.2): the ``Hook`` interface and ``HookManager``, which keeps the
+"""Hooks: the ``Hook`` interface and ``HookManager``, which keeps the
 hooks of each session and dispatches Triton's runtime callbacks to the active ones.
 
 The launch hook (``hook="triton"``) is in ``test_launch_hook.py`` and

@@ -2,7 +2,7 @@
 
 The mock backend stamps kernels like CUPTI launch records (thread id, launch time in the
 ``time.time_ns`` clock) and delivers them in batches at flush; the tree joins them to the
-per-thread scope log in bulk (spec §2, §4, §7.1).
+per-thread scope log in bulk (``core/attribution.py``).
 """
 import threading
 

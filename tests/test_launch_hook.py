@@ -1,4 +1,4 @@
-"""LaunchHook (hook="triton") semantics with a fake Triton launch (spec §5.3)."""
+"""LaunchHook (hook="triton") semantics with a fake Triton launch."""
 import pytest
 
 import proton_ctypes as proton

@@ -1,5 +1,5 @@
 """The launch hook's fast path: metric plans reused across launches, and its place in
-Triton's hook chains (spec §5.2, §5.3; README "Differences from Proton").
+Triton's hook chains (README, "Differences from Proton").
 
 Launches go through Triton's own hook chains (``knobs.runtime.launch_enter_hook`` and
 ``launch_exit_hook``) with Triton's ``LazyDict``, as the runtime makes them."""

@@ -1,4 +1,4 @@
-"""Metrics given to scopes (spec §3, §10.3): accepted values, name suffixes, aggregation,
+"""Metrics given to scopes: accepted values, name suffixes, aggregation,
 type and size errors.
 
 Expected values are those real Proton 3.9 writes for the same calls (the oracle runs of
@@ -54,7 +54,7 @@ def test_nan_and_infinities_are_written_as_json_null():
 
 
 def test_numpy_float32_is_stored_as_a_double():
-    # §0.3: Proton truncates np.float32(1.5) to the int 1
+    # a deliberate difference (README): Proton truncates np.float32(1.5) to the int 1
     import numpy as np
     assert typed(one_scope({"v": np.float32(1.5)})) == {"v": ("float", 1.5)}
 

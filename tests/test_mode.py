@@ -1,4 +1,4 @@
-"""Modes (spec §1.8): the ``proton.mode`` objects and their strings, mode strings given to
+"""Modes: the ``proton.mode`` objects and their strings, mode strings given to
 ``start``, and ``periodic_flushing``.
 
 Expected strings and messages are those real Proton 3.9 gives

@@ -1,4 +1,4 @@
-"""Sessions (spec §1): ``start``, ``activate``, ``deactivate``, ``finalize``, ``profile``.
+"""Sessions: ``start``, ``activate``, ``deactivate``, ``finalize``, ``profile``.
 
 Session ids come from one process-wide counter, so these tests compare ids with each other,
 never with 0.  Expected values are those real Proton 3.9 gives
@@ -100,7 +100,7 @@ def test_start_returns_none_and_records_nothing_when_disabled(monkeypatch):
 
 
 def test_start_without_a_gpu_selects_the_host_backend_with_one_warning():
-    # §0.3: Proton raises RuntimeError ("0 active drivers")
+    # a deliberate difference (README): Proton raises RuntimeError ("0 active drivers")
     from proton_ctypes.backends import select
     select._warned = False
     with warnings.catch_warnings(record=True) as w:

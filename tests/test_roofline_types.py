@@ -2,7 +2,7 @@
 ``bytes`` ints, whatever the host value (int, bool, numpy scalar, list, tuple, CPU tensor).
 
 The expectations were read off Proton 3.9's function; ``test_matches_real_proton`` runs both
-functions (the real one through the CPU oracle of spec §0.1, in a subprocess) on every input
+functions (the real one through the CPU oracle of tests/oracle/real_proton.py, in a subprocess) on every input
 kind and compares the results.  Deliberate difference: a CPU tensor under a non-roofline key
 is turned into a Python scalar or list here; 3.9 passes the tensor on, and libproton then
 truncates a float tensor to an int or rejects a tensor of several elements.

@@ -1,4 +1,4 @@
-"""Scopes (spec §2): ``scope``, ``cpu_timed_scope``, ``enter_scope``/``exit_scope``.
+"""Scopes: ``scope``, ``cpu_timed_scope``, ``enter_scope``/``exit_scope``.
 
 Expected trees are those real Proton 3.9 writes for the same calls (the oracle runs of
 ``conformance/scenarios/scope.py``); metric values on scopes are in ``test_metric.py``,
@@ -152,7 +152,7 @@ def test_exit_scope_with_another_name_raises_scope_name_mismatch():
 
 
 def test_exit_scope_name_mismatch_closes_the_scope():
-    # §0.3: Proton leaves "a" open inside the profiler and files "after" under it
+    # a deliberate difference (README): Proton leaves "a" open inside the profiler and files "after" under it
     proton.start("mm", backend="host")
     proton.enter_scope("a")
     with pytest.raises(ValueError):
@@ -173,7 +173,7 @@ def test_exit_scope_on_an_empty_stack_raises_index_error():
 
 
 def test_exit_scope_in_a_thread_that_never_entered_raises_index_error():
-    # §0.3: Proton raises AttributeError ('_thread._local' object has no attribute 'scopes')
+    # a deliberate difference (README): Proton raises AttributeError ('_thread._local' object has no attribute 'scopes')
     proton.start("th", backend="host")
     errors = []
 
@@ -199,7 +199,7 @@ def test_only_exit_scope_checks_names_scope_objects_keep_their_own_bookkeeping()
 
 
 def test_scopes_closed_out_of_order_close_the_named_scope_and_reroot_inner_ones():
-    # §0.3: Proton pops "b" when "a" is closed
+    # a deliberate difference (README): Proton pops "b" when "a" is closed
     proton.start("ooo", backend="host")
     a = proton.scope("a").__enter__()
     b = proton.scope("b").__enter__()

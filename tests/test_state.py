@@ -1,4 +1,4 @@
-"""States (spec §4, §10.1): ``state``, ``enter_state``/``exit_state``, ``metadata_state``.
+"""States: ``state``, ``enter_state``/``exit_state``, ``metadata_state``.
 
 A state is one slot per thread, not a stack: a scope entered while it is set gets a child
 node named after the state, which receives the scope's metrics.  Expected trees are those

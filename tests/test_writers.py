@@ -1,4 +1,4 @@
-"""Output files (spec §7.1-§7.3, §10.6-§10.8): ``.hatchet``, ``.hatchet_msgpack``,
+"""Output files: ``.hatchet``, ``.hatchet_msgpack``,
 ``.chrome_trace``; output format selection and errors; files are whole or absent.
 
 Expected contents are those real Proton 3.9 writes (``conformance/scenarios/writers.py``).
@@ -62,7 +62,7 @@ def test_unknown_output_format_raises_writes_nothing_and_keeps_the_session():
 
 @pytest.mark.parametrize("data,fmt", [("tree", "chrome_trace"), ("trace", "hatchet"), ("trace", "hatchet_msgpack")])
 def test_output_format_not_supported_by_the_data_raises_writes_nothing_and_keeps_the_session(data, fmt):
-    # §0.3: Proton leaves an empty file behind
+    # a deliberate difference (README): Proton leaves an empty file behind
     s = proton.start("keep", backend="host", data=data)
     with pytest.raises(ValueError) as e:
         proton.finalize(s, fmt)

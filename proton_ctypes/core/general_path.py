@@ -19,7 +19,7 @@ from ..tree.codes import op_code
 from ..tree.phase import ScopeRecord
 from ..tree import metrics as tmetrics
 
-#: process-wide scope/op id counter, starting at 1 (spec §10.4)
+#: process-wide scope/op id counter, starting at 1 (as Proton's)
 next_id = itertools.count(1).__next__
 
 #: frames of files under this folder (a backend's launch callback) are not part of a
@@ -135,7 +135,8 @@ def enter(ctx, name: str, sid: int):
 
 
 def exit(ctx, sid: int) -> None:
-    """Close scope ``sid`` in every view of the thread that recorded it (spec §0.3)."""
+    """Close scope ``sid`` in every view of the thread that recorded it (scopes opened inside it
+    are re-rooted: README, "Differences from Proton")."""
     threads.ensure(ctx)
     st = ctx.state
     for v in ctx.views:

@@ -128,7 +128,7 @@ def launch_targets(ctx, name: str):
                 out.append((s, node))
     py = [s for s in G.py_active if s.active and s.backend_name == BACKEND]
     if py:
-        # the launching Python stack, without the hook's own frames (spec §0.3)
+        # the launching Python stack, without the hook's own frames (README, differences)
         node = callpath.child(general_path.python_node(2 + _frames_inside_package()), name)
         for s in py:
             first_seen(s.current.created, node)

@@ -140,7 +140,7 @@ class scope:
         name: the frame name of the scope in the call-path tree.
         metrics: optional ``{name: value}`` added to the scope's node at entry; values are
             ints, floats, lists of them, or tensors. Suffixes ``(inc)``, ``(exc)`` and
-            ``(pty)`` choose how repeated values combine (see proton-spec §3.2).
+            ``(pty)`` choose how repeated values combine (see :mod:`proton_ctypes.tree.metrics`).
 
     ``id`` holds the scope id while entered (None when profiling is off).
     """

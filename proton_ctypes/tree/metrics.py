@@ -1,6 +1,6 @@
 """Flexible (user) metrics: value normalisation, name suffixes and per-node accumulation.
 
-Rules (proton-spec §3, §10.3):
+Rules (Proton 3.9's; ``tests/conformance/scenarios/metric.py`` runs them under both):
 
 * values: ``int``/``bool``/numpy ints -> int64 (ints outside int64 -> double), floats and
   every numpy floating type -> double, lists/tuples/1-D arrays -> vectors (any float

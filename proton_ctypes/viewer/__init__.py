@@ -2,7 +2,7 @@
 
 Pure Python (numpy, msgpack and the standard library); it reads profile files only and imports neither
 triton nor the rest of proton_ctypes.  Output is byte-identical to Proton 3.9's viewer except where
-proton_ctypes deliberately differs (spec §0.3): see :mod:`.cli` and the modules it names.  Several files,
+proton_ctypes deliberately differs (README, "Differences from Proton"): see :mod:`.cli` and the modules it names.  Several files,
 globs and period series are aggregated node by node: see :mod:`.inputs` and :mod:`.aggregate`.
 
 The Python API of ``triton.profiler.viewer`` (``read``, ``parse``, ``derive_metrics``, ``filter_frames``,

@@ -1,6 +1,6 @@
 """The ``proton-viewer`` command line (``main``), option for option compatible with Proton 3.9's viewer.
 
-Same output as Proton 3.9 byte for byte, except where we deliberately differ (spec §0.3):
+Same output as Proton 3.9 byte for byte, except where we deliberately differ (README, "Differences from Proton"):
 
 * ``-m x`` on a ROOT metric already named ``x (inc)`` shows it (Proton: ``KeyError`` on ``x (inc) (inc)``);
 * ``-f file_function`` prints ROOT as ``ROOT`` (Proton: ``ROOT@ROOT``);

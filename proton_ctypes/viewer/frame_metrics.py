@@ -7,7 +7,7 @@ column by full name or by name without unit; an inclusive metric resolves to its
 ``"<raw> (inc)"``.  Derived columns are added to ``gf.dataframe`` and their names are appended to
 ``gf.inc_metrics`` (names ending in ``(inc)``) or ``gf.exc_metrics``, as Proton does.
 
-One deliberate difference (spec §0.3): a ROOT metric already named ``x (inc)`` resolves to itself; Proton
+One deliberate difference (README, "Differences from Proton"): a ROOT metric already named ``x (inc)`` resolves to itself; Proton
 returns ``"x (inc) (inc)"``, a column that does not exist (``KeyError`` as soon as it is used).
 """
 

@@ -12,7 +12,7 @@ Same signatures, defaults, results and errors as ``triton.profiler.viewer`` (met
 * ``filter_frames``: include / exclude by frame-name regex (``re.match``), threshold on one metric, each
   through a hatchet call-path query with ``squash=True``.
 
-Deliberate differences from Proton (spec §0.3, the same as the command's):
+Deliberate differences from Proton (README, "Differences from Proton"; the same as the command's):
 
 * ``format_frames(gf, "file_function")`` leaves ROOT as ``ROOT`` (Proton: ``ROOT@ROOT``);
 * a profile that the frame removal leaves without any frame raises

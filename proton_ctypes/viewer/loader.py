@@ -1,6 +1,6 @@
 """Reading a Proton tree profile (``.hatchet`` JSON or ``.hatchet_msgpack``) into a :class:`Profile`.
 
-The file is a two-element array ``[root_node, device_info]`` (spec §7.1/§7.2); each node is
+The file is a two-element array ``[root_node, device_info]`` (``hatchet`` JSON or ``hatchet_msgpack``); each node is
 ``{"frame": {"name": ..., "type": ...}, "metrics": {...}, "children": [...]}``.  Before building the tree,
 frames are removed as Proton's viewer does: launch-metadata frames (``__proton_launch_metadata`` and
 ``__proton_launch_metadata:*``) with their subtrees, nodes with neither metrics nor children, and nodes whose

@@ -1,4 +1,4 @@
-"""Metric resolution and derived metrics (``-m``), with Proton's semantics (spec §6.2).
+"""Metric resolution and derived metrics (``-m``), with the semantics of Proton 3.9's viewer.
 
 A ``-m`` item is matched case-insensitively against the profile's columns, by full name or by the name
 without its unit (``time`` matches ``time (ns)``).  A metric listed at ROOT resolves to its subtree sum

@@ -2,7 +2,7 @@
 
 * times: ``cpu_time (ns)`` values, trace ``ts``/``dur``/``baseTimeNanoseconds`` are
   replaced by a marker (compared by presence only);
-* spec §0.3 deviations accepted for named scenarios (see ``DEVIATIONS``).
+* the deliberate differences (README) accepted for named scenarios (see ``DEVIATIONS``).
 """
 import json
 import math
@@ -14,13 +14,13 @@ TIME_KEYS = ("cpu_time (ns)",)
 
 #: scenario -> why the raw comparison may differ, and how it is normalised
 def _drop_empty_trace(real_dir, files):
-    # §0.3: a finalize failing with "Output format not supported" leaves an empty file
+    # a deliberate difference (README): a finalize failing with "Output format not supported" leaves an empty file
     # in Proton; ours writes none.
     return [f for f in files if not (f.endswith(".chrome_trace") and os.path.getsize(os.path.join(real_dir, f)) == 0)]
 
 
 def _drop_exit_error(values):
-    # §0.3: exiting a scope opened before a later session started raises
+    # a deliberate difference (README): exiting a scope opened before a later session started raises
     # "Context stack is empty" in Proton; ours closes it quietly.
     values.get("values", {}).pop("exit_error", None)
     return values
@@ -33,7 +33,7 @@ DEVIATIONS = {
 
 
 def _own_frame(name):
-    # spec §0.3: python-context frames of the profiler's own files are spliced out
+    # a deliberate difference (README): python-context frames of the profiler's own files are spliced out
     path = name.split(":", 1)[0]
     return "/triton/profiler/" in path or "/proton_ctypes/" in path
 

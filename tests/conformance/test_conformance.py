@@ -1,9 +1,9 @@
 """Conformance with the real triton.profiler (3.9) on host-only scenarios.
 
 Every scenario of ``scenarios/`` runs in a fresh process under the real profiler (the
-oracle of proton-spec §0.1) and under proton_ctypes; the files written, the values
+oracle of tests/oracle/real_proton.py) and under proton_ctypes; the files written, the values
 returned and the exceptions raised must be the same.  Times are compared by presence
-only; the deliberate differences of spec §0.3 are normalised in ``normalize.py``.
+only; the deliberate differences (README) are normalised in ``normalize.py``.
 Test ids are ``<area>-<scenario>`` (``-k scope-`` runs one area); the areas are those of
 the test files of ``tests/`` (``scenarios/scope.py`` <-> ``tests/test_scope.py``).
 """

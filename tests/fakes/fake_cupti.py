@@ -1,4 +1,4 @@
-"""A fake libcupti for CPU tests (gpu-backends.md §8).
+"""A fake libcupti for CPU tests (``docs/collection.md``, testing without a GPU).
 
 :class:`FakeCupti` exposes the CUPTI C function names with the same calling convention
 (ctypes objects passed by reference, int result codes) and writes activity records, in

@@ -1,4 +1,4 @@
-"""A fake librocprofiler-sdk for CPU tests (gpu-backends.md §7, built like §8's fake CUPTI).
+"""A fake librocprofiler-sdk for CPU tests, built like the fake CUPTI (``docs/collection.md``).
 
 :class:`FakeRocprofilerSdk` exposes the C function names of rocprofiler-sdk with the
 same calling convention (ctypes objects passed by value or by reference, ``int`` status

@@ -1,6 +1,6 @@
 """Load the real ``triton.profiler`` (triton 3.9) host-only on a machine with no GPU.
 
-The recipe of proton-spec §0.1: a stub libcupti and a stub libcuda built with the
+The recipe: a stub libcupti and a stub libcuda built with the
 system C compiler, a fake active Triton driver claiming an sm_90 device, and no metric
 kernels.  ``load()`` returns the real profiler module, or raises ``OracleUnavailable``
 saying why (no compiler, triton missing); tests skip on that.

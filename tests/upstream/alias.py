@@ -125,7 +125,7 @@ def install_ours() -> None:
     sys.meta_path.insert(0, AliasFinder())
 
 
-# --- real Proton on a CPU-only machine: proton-spec §0.1 via tests/oracle/real_proton.py ---
+# --- real Proton on a CPU-only machine: the recipe of tests/oracle/real_proton.py ---
 
 def _load_oracle():
     path = os.path.join(os.path.dirname(HERE), "oracle", "real_proton.py")

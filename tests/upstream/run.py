@@ -4,7 +4,7 @@ proton_ctypes (``--impl ours``) or against the real ``triton.profiler`` (``--imp
 
 The upstream files are never copied into the project: they are read from a local cache
 (default ``.upstream/third_party/proton/test``, git-ignored).  Without a GPU, ``--impl real``
-runs Proton host-only through the oracle recipe (proton-spec §0.1, tests/oracle/real_proton.py)
+runs Proton host-only through the oracle recipe (tests/oracle/real_proton.py)
 and the tests get ``--device cpu``; with a GPU, the real profiler runs as it is.
 
     python tests/upstream/run.py --impl ours

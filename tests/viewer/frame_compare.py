@@ -5,7 +5,7 @@
 ``assert_same(real, ours)`` then requires the same exception type and message, or equal values:
 GraphFrames by their dataframe (columns, dtypes, values, row order, index nodes), graph structure and
 metric lists; DataFrames exactly; anything else with ``==``.  One difference is accepted everywhere: a
-profile that the frame removal leaves empty (spec §0.3; Proton fails with ``KeyError: 'metrics'``, we raise
+profile that the frame removal leaves empty (a deliberate difference, README; Proton fails with ``KeyError: 'metrics'``, we raise
 ``ProfileFormatError``, see test_read_profile_without_data_raises_profile_format_error).
 """
 

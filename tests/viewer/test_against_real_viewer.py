@@ -7,7 +7,7 @@ real_cases.py (about 10 000 command lines on 129 inputs); the real viewer runs t
 (real_viewer_driver.py).  One test per input file compares all the command lines on that file.
 
 Compared: stdout byte for byte, and for a failing run the one-line error ``<ExceptionType>: <message>``
-(ours on stderr, exit code 1).  Accepted differences, the deliberate ones of spec §0.3:
+(ours on stderr, exit code 1).  Accepted differences, the deliberate ones of the README:
 * ``-f file_function`` prints ``ROOT`` for ROOT where Proton prints ``ROOT@ROOT``;
 * a ROOT metric already named ``x (inc)`` (``-m tokens``): Proton looks for ``x (inc) (inc)`` and fails
   (KeyError, or EmptyFilter under ``-t``); we show the metric;

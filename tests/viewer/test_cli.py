@@ -1,4 +1,4 @@
-"""The proton-viewer command line: entry points, Proton's error messages (§9), usage."""
+"""The proton-viewer command line: entry points, Proton's error messages, usage."""
 
 import ast
 import os

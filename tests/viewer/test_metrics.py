@@ -1,4 +1,4 @@
-"""Metric resolution and derived metrics (spec §6.2), including our deliberate differences (§0.3)."""
+"""Metric resolution and derived metrics, including our deliberate differences (README)."""
 
 import pytest
 
@@ -67,7 +67,7 @@ def test_cpu_time_not_at_root_shows_raw_per_node_values(tmp_path):
 
 
 def test_metric_already_inclusive_is_shown_instead_of_failing(ref_dir):
-    # Proton resolves "tokens" to "tokens (inc) (inc)" and raises KeyError (§0.3)
+    # Proton resolves "tokens" to "tokens (inc) (inc)" and raises KeyError (a deliberate difference, README)
     result = run_viewer(["-m", "tokens", "metrics.hatchet"], cwd=ref_dir)
     assert (result.code, result.err) == (0, "")
     assert result.out.splitlines()[:4] == ["0.000 ROOT", "├─ nan config", "│  └─ nan add_one",
@@ -75,7 +75,7 @@ def test_metric_already_inclusive_is_shown_instead_of_failing(ref_dir):
 
 
 def test_file_function_format_prints_root_as_root(ref_dir):
-    # Proton prints ROOT@ROOT (§0.3)
+    # Proton prints ROOT@ROOT (a deliberate difference, README)
     result = run_viewer(["-m", "time/ns", "-f", "file_function", "pyctx.hatchet"], cwd=ref_dir)
     assert result.out.splitlines()[:2] == ["3360.000 ROOT", "└─ 3360.000 golden.py@<module>"]
 

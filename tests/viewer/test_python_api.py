@@ -5,7 +5,7 @@ the results are compared (GraphFrame dataframes, graph structure, metric lists, 
 frame_compare.py).  Inputs: the H200 reference profiles, random Proton-like profiles (profiles.py) and
 small profiles written here (every device architecture, python-context frame names, launch metadata).
 Tests marked ``@needs_hatchet`` run where hatchet and pandas are importable, else under
-``$PROTON_REAL_VIEWER_PYTHON`` (hatchet_runner.py), else skip.  The deliberate differences of spec §0.3
+``$PROTON_REAL_VIEWER_PYTHON`` (hatchet_runner.py), else skip.  The deliberate differences (README)
 have their own tests (``ROOT`` under ``file_function``, ``x (inc)`` metrics, an empty profile, regexes).
 """
 

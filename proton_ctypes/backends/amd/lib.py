@@ -36,7 +36,7 @@ HSA_SONAME = "libhsa-runtime64.so"
 #: Bytes of the vendor's activity buffer (``TRITON_PROFILE_BUFFER_SIZE``'s default, as Proton's).
 DEFAULT_BUFFER_BYTES = 64 << 20
 
-#: (path knob, library knob) per library, as in ``triton.knobs.proton`` (spec §8).
+#: (path knob, library knob) per library, as in ``triton.knobs.proton``.
 KNOBS = {
     ROCPROFILER_SDK_SONAME: ("TRITON_ROCPROFILER_SDK_LIB_PATH", "TRITON_ROCPROFILER_SDK_LIBRARY"),
     ROCTRACER_SONAME: ("TRITON_ROCTRACER_LIB_PATH", "TRITON_ROCTRACER_LIBRARY"),
@@ -216,7 +216,7 @@ class VendorLib:
 def check_amd_env(environ=None) -> None:
     """Raise Proton's ``ValueError`` when ``HIP_VISIBLE_DEVICES`` or ``CUDA_VISIBLE_DEVICES`` is set.
 
-    Checked in that order; any value counts, even an empty string (spec §1.7).
+    Checked in that order; any value counts, even an empty string (Proton tests ``is not None``).
     """
     env = os.environ if environ is None else environ
     for var in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
@@ -238,7 +238,7 @@ PY_CLOCKS = (("realtime", time.time_ns),
              ("boottime", (lambda: time.clock_gettime_ns(time.CLOCK_BOOTTIME))
               if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic_ns))
 
-#: |offset| under which a vendor clock *is* that Python clock (gpu-backends.md §3: 50 µs).
+#: |offset| under which a vendor clock *is* that Python clock (``docs/collection.md``, the join).
 CLOCK_TOLERANCE_NS = 50_000
 
 

@@ -1,4 +1,4 @@
-"""The rocprofiler-sdk tool, registered at run time from Python (gpu-backends.md §7).
+"""The rocprofiler-sdk tool, registered at run time from Python (why: ``docs/collection.md``, AMD).
 
 A Python process has no ``rocprofiler_configure`` symbol, so :meth:`SdkRuntime.configure`
 calls ``rocprofiler_force_configure`` with a ctypes configure callback returning a static

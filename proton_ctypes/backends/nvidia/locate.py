@@ -1,4 +1,4 @@
-"""Finding libcupti (gpu-backends.md §1); the first source that works wins.
+"""Finding libcupti (why this order: ``docs/collection.md``); the first source that works wins.
 
 0. ``TRITON_CUPTI_LIB_PATH`` — a directory holding ``libcupti.so*`` or a file;
 1. a libcupti already mapped in this process (``/proc/self/maps``; ``import torch`` maps

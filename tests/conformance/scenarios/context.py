@@ -1,4 +1,4 @@
-"""Contexts (spec §1.9, §2.3, §2.6, §10.2): depth, the shadow stack across threads and sessions, python context.
+"""Contexts: depth, the shadow stack across threads and sessions, python context.
 
 Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
 """
@@ -80,7 +80,7 @@ def scope_open_when_second_session_starts(proton, out, rec):
             s2 = proton.start(out("o2"))
             with proton.scope("b"):
                 pass
-    except RuntimeError as e:  # Proton only (spec §0.3): ours closes "a" quietly
+    except RuntimeError as e:  # Proton only (a deliberate difference, README): ours closes "a" quietly
         rec("exit_error", f"{type(e).__name__}: {e}")
     proton.finalize(s2)
     proton.finalize(s1)

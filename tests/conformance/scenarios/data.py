@@ -1,4 +1,4 @@
-"""proton.data (spec §7.4, §10.5): phases, clear, the None session, trace data.
+"""proton.data: phases, clear, the None session, trace data.
 
 Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
 """

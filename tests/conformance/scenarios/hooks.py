@@ -1,4 +1,4 @@
-"""Hooks (spec §5): the LaunchHook singleton and its activation, launch metadata through Triton's LazyDict.
+"""Hooks: the LaunchHook singleton and its activation, launch metadata through Triton's LazyDict.
 
 Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
 """

@@ -1,4 +1,4 @@
-"""Metrics given to scopes (spec §3, §10.3): accepted values, suffixes, aggregation, type and size errors.
+"""Metrics given to scopes: accepted values, suffixes, aggregation, type and size errors.
 
 Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
 """

@@ -1,4 +1,4 @@
-"""Modes (spec §1.8): PCSampling, Default and MMA objects and their strings.
+"""Modes: PCSampling, Default and MMA objects and their strings.
 
 Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
 """

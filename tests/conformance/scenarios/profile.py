@@ -1,4 +1,4 @@
-"""Sessions (spec §1): ids, names, several sessions, activate/deactivate, the profile decorator, bad arguments.
+"""Sessions: ids, names, several sessions, activate/deactivate, the profile decorator, bad arguments.
 
 Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
 """

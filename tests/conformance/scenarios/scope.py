@@ -1,4 +1,4 @@
-"""Scopes (spec §2): nesting, enter_scope/exit_scope ids and errors, the decorator, no session, cpu_timed_scope.
+"""Scopes: nesting, enter_scope/exit_scope ids and errors, the decorator, no session, cpu_timed_scope.
 
 Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
 """

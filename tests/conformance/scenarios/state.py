@@ -1,4 +1,4 @@
-"""States (spec §4, §10.1): the single per-thread slot, metadata_state wiping it, decorator, threads.
+"""States: the single per-thread slot, metadata_state wiping it, decorator, threads.
 
 Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
 """

@@ -1,4 +1,4 @@
-"""Output files (spec §7.1-§7.3, §10.6, §10.7): hatchet_msgpack, chrome_trace, output format errors.
+"""Output files: hatchet_msgpack, chrome_trace, output format errors.
 
 Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
 """
