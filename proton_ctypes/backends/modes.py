@@ -41,8 +41,6 @@ class ModeKind(enum.Enum):
     INSTRUMENTATION = "instrumentation"
 
 
-PERIODIC_FLUSHING = ModeKind.PERIODIC_FLUSHING.value
-PC_SAMPLING = ModeKind.PC_SAMPLING.value
 #: the format ``periodic_flushing`` writes when none is given
 DEFAULT_PERIODIC_FORMAT = "hatchet"
 #: ``proton.mode.PCSampling``'s default interval (cycles)
