@@ -68,7 +68,10 @@ def test_the_engine_never_writes_a_backends_fields(path):
 
 class _Lossy(MockBackend):
     name = "lossy"
-    losses = []
+
+    def __init__(self):
+        super().__init__()
+        self.losses = []
 
     def lost(self):
         return list(self.losses)
@@ -81,13 +84,14 @@ def lossy():
     select.unregister("lossy")
 
 
-def test_lost_records_are_reported_once_per_new_loss(lossy):
-    lossy.losses = [(3, "buffer full"), (2, "unparsed")]
+def test_lost_records_are_reported_with_their_reasons_from_the_contract(lossy, capsys):
     proton.start("a", backend="lossy")
-    with pytest.warns(RuntimeWarning, match=r"the lossy backend lost 5 activity records; the profile 'a'"):
-        proton.finalize()
+    lossy.losses = [(3, "records lost to a full buffer"), (2, "records unparsed")]
+    proton.finalize()
+    err = capsys.readouterr().err
+    assert "the profile 'a' misses data: 3 records lost to a full buffer; 2 records unparsed" in err
     assert lossy.dropped == 5
     proton.start("b", backend="lossy")
-    lossy.losses = [(4, "buffer full"), (2, "unparsed")]
-    with pytest.warns(RuntimeWarning, match=r"lost 1 activity records; the profile 'b'"):
-        proton.finalize()
+    lossy.losses = [(4, "records lost to a full buffer"), (2, "records unparsed")]
+    proton.finalize()
+    assert "the profile 'b' misses data: 1 records lost to a full buffer\n" in capsys.readouterr().err
