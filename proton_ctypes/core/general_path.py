@@ -28,8 +28,10 @@ _BACKENDS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 
 _py = threading.local()
-#: (parent node, code object, line) -> child node, so a known frame costs one lookup
+#: (parent node, code object, instruction offset) -> child node, so a known frame costs one lookup
 _frame_steps: dict = {}
+#: frames a thread's python-context cache holds before it starts afresh
+FRAME_CACHE_SIZE = 4096
 
 
 def scope_child(top: int, name, sid: int) -> int:
@@ -54,9 +56,9 @@ def python_node(skip: int = 1) -> int:
     Frames are named ``<file>:<line>@<function>``.  Innermost frames of our backends (a
     launch callback) are left out.  The thread's state, if any, is the last frame (as in
     Proton's python context).  Each thread remembers the node of every frame it
-    walked through (holding at most 512 frames): the walk stops at the first frame still
-    on the stack at the same line, so a launch in a loop costs a few frames, not the
-    whole stack.
+    walked through (holding at most :data:`FRAME_CACHE_SIZE` frames): the walk stops at the
+    first frame still on the stack at the same instruction, so a launch in a loop costs a few
+    frames, not the whole stack.
     """
     f = sys._getframe(skip)
     while f is not None and f.f_code.co_filename.startswith(_BACKENDS_DIR):
@@ -68,25 +70,25 @@ def python_node(skip: int = 1) -> int:
     chain = []
     node = callpath.ROOT
     while f is not None:
-        e = cache.get(id(f))
-        if e is not None and e[0] is f and e[1] == f.f_lineno:
-            node = e[2]
+        e = cache.get(f)             # frames hash by identity; the cache keeps them alive
+        if e is not None and e[0] == f.f_lasti:
+            node = e[1]
             break
         chain.append(f)
         f = f.f_back
-    if len(cache) > 512:
+    if len(cache) > FRAME_CACHE_SIZE:
         cache.clear()
     steps = _frame_steps
     for fr in reversed(chain):
-        line = fr.f_lineno
-        key = (node, fr.f_code, line)
+        # keyed by the instruction offset, which costs nothing to read; the line number (a
+        # walk of the code's line table) is computed only the first time an offset is seen
+        code, at = fr.f_code, fr.f_lasti
+        key = (node, code, at)
         nxt = steps.get(key)
         if nxt is None:
-            code = fr.f_code
-            nm = f"{code.co_filename}:{line}@{code.co_name}"
-            nxt = steps[key] = callpath.child(node, nm)
+            nxt = steps[key] = callpath.child(node, f"{code.co_filename}:{fr.f_lineno}@{code.co_name}")
         node = nxt
-        cache[id(fr)] = (fr, line, node)
+        cache[fr] = (at, node)
     ctx = getattr(threads.tls, "ctx", None)
     st = None if ctx is None else ctx.state
     return node if st is None else callpath.child(node, st)
