@@ -2,7 +2,7 @@
 
 Run on the H200 (one invocation does everything)::
 
-    python bench/threads.py --threads 4 --launches 50000 --rounds 3 --json bench/results/threads-h200.json
+    python bench/threads.py --threads 4,8,16,32,64 --total 200000 --rounds 3 --json bench/results/threads-h200.json
 
 Each thread launches a tiny Triton kernel ``--launches`` times, each launch inside
 ``with scope("step")``.  Each (implementation, data) pair runs in its own process
@@ -126,45 +126,60 @@ def worker(impl: str, data: str, threads: int, launches: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--launches", type=int, default=50000)
+    ap.add_argument("--threads", default="4", help="thread counts, comma-separated (e.g. 1,2,4,8,16,32,64)")
+    ap.add_argument("--launches", type=int, default=50000, help="launches per thread")
+    ap.add_argument("--total", type=int, default=None,
+                    help="launches in all, shared by the threads (overrides --launches)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--data", default=",".join(DATA))
     ap.add_argument("--json", default=None)
     ap.add_argument("--worker", nargs=2, metavar=("IMPL", "DATA"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    counts = [int(t) for t in str(a.threads).split(",") if t]
     if a.worker:
-        print(json.dumps(worker(a.worker[0], a.worker[1], a.threads, a.launches)))
+        print(json.dumps(worker(a.worker[0], a.worker[1], counts[0], a.launches)))
         return
+    rows = []
+    for threads in counts:
+        launches = a.total // threads if a.total else a.launches
+        rows.extend(run_count(a, threads, launches))
+    if a.json:
+        doc = {"machine": platform.node() or "h200", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+               "command": "python " + " ".join(sys.argv), "rows": rows}
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+def run_count(a, threads: int, launches: int) -> list:
+    """Every round of every (implementation, data) for one thread count; prints and returns its rows."""
     impls, datas = a.impls.split(","), a.data.split(",")
     runs = {(i, d): [] for i in impls for d in datas}
     for r in range(a.rounds):
         order = [(i, d) for d in datas for i in (impls if r % 2 == 0 else impls[::-1])]
         for impl, data in order:
-            cmd = [sys.executable, os.path.abspath(__file__), "--threads", str(a.threads), "--launches",
-                   str(a.launches), "--worker", impl, data]
+            cmd = [sys.executable, os.path.abspath(__file__), "--threads", str(threads), "--launches",
+                   str(launches), "--worker", impl, data]
             p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode != 0:
                 print(f"round {r} {impl} {data}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
                 continue
             res = json.loads(p.stdout.strip().splitlines()[-1])
             runs[(impl, data)].append(res)
-            print(f"round {r} {impl:14s} {data:5s} bare {res['bare_s']:.2f} s profiled {res['wall_s']:.2f} s "
-                  f"kernels {res['kernels']}/{res['expected']}", file=sys.stderr)
-    n_ops = a.threads * a.launches
+            print(f"round {r} {threads} threads {impl:14s} {data:5s} bare {res['bare_s']:.2f} s profiled "
+                  f"{res['wall_s']:.2f} s kernels {res['kernels']}/{res['expected']}", file=sys.stderr)
+    n_ops = threads * launches
     rows = []
     overhead = {}
     for (impl, data), rs in runs.items():
-        if not rs:
-            continue
-        overhead[(impl, data)] = statistics.median([(x["wall_s"] - x["bare_s"]) / n_ops * 1e6 for x in rs])
+        if rs:
+            overhead[(impl, data)] = statistics.median([(x["wall_s"] - x["bare_s"]) / n_ops * 1e6 for x in rs])
     print(f"{'case':34s} {'impl':14s} {'us/op':>7s} {'overhead':>9s} {'vs Proton':>9s} {'finalize s':>10s} "
           f"{'kernels':>15s} {'rss MB':>7s}")
     for (impl, data), rs in runs.items():
         if not rs:
             continue
-        case = f"{a.threads} threads, scope per launch, data={data}"
+        case = f"{threads} threads, scope per launch, data={data}"
         bare_us = statistics.median([x["bare_s"] / n_ops * 1e6 for x in rs])
         us = statistics.median([x["wall_s"] / n_ops * 1e6 for x in rs])
         fin = statistics.median([x["finalize_s"] for x in rs])
@@ -177,14 +192,11 @@ def main() -> None:
         rows.append({"case": case, "impl": impl, "us_per_op": round(us, 3),
                      "overhead_us": round(overhead[(impl, data)], 3),
                      "ratio_to_proton": None if ratio is None else round(ratio, 3), "finalize_s": round(fin, 4),
-                     "kernels": kernels, "expected_kernels": n_ops, "rss_growth_mb": round(rss, 1)})
+                     "kernels": kernels, "expected_kernels": n_ops, "kernels_every_round": [x["kernels"] for x in rs],
+                     "rss_growth_mb": round(rss, 1)})
         print(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
               f"{'' if ratio is None else f'{ratio:9.2f}':>9s} {fin:10.3f} {kernels:>7d}/{n_ops:<7d} {rss:7.1f}")
-    if a.json:
-        doc = {"machine": platform.node() or "h200", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-               "command": "python " + " ".join(sys.argv), "rows": rows}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+    return rows
 
 
 if __name__ == "__main__":
