@@ -170,7 +170,7 @@ def main() -> None:
             records.clear()
             delivered[0] = delivered[1] = 0
             cpu0 = thread_cpu_s()
-            backend.start(sink, "", python_context=(lambda: 0) if r == "launch_callback" else None)
+            backend.start(sink, python_context=(lambda: 0) if r == "launch_callback" else None)
             per[r] = loop(a.steps)
             backend.stop()
             cpu1 = thread_cpu_s()

@@ -25,7 +25,7 @@ def proton_ctypes_with_mock():
 
 
 def profilers():
-    """``(real, ours)``: real triton.profiler made to start on a CPU (spec §0.1, the oracle
+    """``(real, ours)``: real triton.profiler made to start on a CPU (tests/oracle/real_proton.py, the oracle
     recipe of ``tests/oracle``) and :func:`proton_ctypes_with_mock`."""
     tests = os.path.join(ROOT, "tests")
     if tests not in sys.path:

@@ -5,7 +5,7 @@ Run: ``python bench/hook_overhead.py [--rounds R] [--n N] [--json PATH]``
 Each operation is what Triton's launcher does around one launch of a kernel with
 ``launch_metadata``: Triton's own ``launch_enter_hook`` chain called with a real
 ``LazyDict``, then ``launch_exit_hook`` (no kernel runs).  Real Proton runs host-only
-through the oracle recipe (spec §0.1); proton_ctypes runs with the host backend and with
+through the oracle recipe (tests/oracle/real_proton.py); proton_ctypes runs with the host backend and with
 the mock GPU backend ("+log": every op is also logged for the kernel join, as under
 CUPTI).  Two references with no profiler: the empty chains ("bare") and a hook that only
 evaluates the metadata (the least any launch-metadata hook does).  Rounds interleave

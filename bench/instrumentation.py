@@ -80,7 +80,7 @@ def bench_ours_cpu(arr, scratch, num_warps, names, parents, reps):
     import instr_scenarios as scenarios
     triton.runtime.driver.set_active(scenarios.fake_driver())
     import proton_ctypes as proton
-    from proton_ctypes.core.events import thread_ctx
+    from proton_ctypes.core.threads import thread_ctx
     from proton_ctypes.core.instrumentation import record_launch
     from proton_ctypes.backends.instrumentation.decode import decode
     from proton_ctypes.backends.instrumentation.metadata import make_info

@@ -195,7 +195,7 @@ def _diagnostic_backend(impl, delivered):
             lib.call("cuptiActivityEnable", L.KIND_CONCURRENT_KERNEL)
             backend._enabled_kinds.append(L.KIND_CONCURRENT_KERNEL)
         backend._enable_activity = kernel_only
-    backend.start(sink, "")
+    backend.start(sink)
     return backend
 
 

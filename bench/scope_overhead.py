@@ -3,7 +3,7 @@
 Run: ``python bench/scope_overhead.py [--rounds R] [--n N] [--json PATH]``
 
 Real Proton runs host-only through the oracle recipe (stub libcupti/libcuda, fake sm_90
-driver: spec §0.1).  proton_ctypes runs with the host-only backend ("host": scopes are
+driver: tests/oracle/real_proton.py).  proton_ctypes runs with the host-only backend ("host": scopes are
 not logged because no kernel can need them) and with the mock GPU backend ("mock": every
 scope and state also appends its (time_ns, node) log entry, as under CUPTI).  Rounds
 interleave the implementations; the figure is the median over rounds of ns per

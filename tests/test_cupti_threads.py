@@ -6,6 +6,7 @@ buffer of a thread that ended until a flush, as the worst case.
 """
 import json
 import threading
+import time
 
 import pytest
 
@@ -17,6 +18,7 @@ from proton_ctypes.backends.cupti import CuptiBackend
 from proton_ctypes.backends.nvidia import buffers, collector
 
 SMALL_BUFFER = 64 << 10            # ~250 launches per buffer: many buffers in a short test
+RECLAIM_WAIT_S = 10                # how long the collector may take to reclaim on a loaded machine
 
 
 @pytest.fixture
@@ -88,13 +90,17 @@ def test_threads_that_come_and_go_lose_nothing_and_their_buffers_come_back(cupti
     proton.start("churn", backend="cupti")
     for wave in range(30):                       # 30 waves of 4 short-lived threads
         _launch_from_threads(fake, 4, 50, together=False)
-    busiest = backend.pool.outstanding
+    # the fake keeps every ended thread's buffer until a flush (120 of them): the collector's
+    # reclaiming flush gives them back, however late the busy machine lets it run
+    deadline = time.monotonic() + RECLAIM_WAIT_S
+    while backend.pool.outstanding > python_threads + collector.RECLAIM_SLACK_BUFFERS and time.monotonic() < deadline:
+        time.sleep(0.01)
+    settled = backend.pool.outstanding
     proton.finalize()
     root = read_tree("churn.hatchet")[0]
     assert sum(_counts(root, 4)) == 30 * 4 * 50
     assert backend.collector.reclaims > 0
-    # the fake keeps every ended thread's buffer until a flush: without reclaiming, 120 would be out
-    assert busiest <= python_threads + collector.RECLAIM_SLACK_BUFFERS + 4 * 2
+    assert settled <= python_threads + collector.RECLAIM_SLACK_BUFFERS
 
 
 @pytest.mark.parametrize("cupti", [{"max_buffers": 4}], indirect=True)

@@ -1,7 +1,7 @@
 """The CUPTI backend: kernel activity from CUPTI, driven from Python through ctypes.
 
 No Python runs per kernel launch in the default context: CUPTI writes kernel records and
-one launch-API record per launch (the deny-list recipe, gpu-backends.md §3,
+one launch-API record per launch (the deny-list recipe, docs/collection.md,
 :mod:`.nvidia.activity`) into buffers we own (:mod:`.nvidia.buffers`); a collector thread
 (:mod:`.nvidia.collector`) parses whole buffers with numpy, joins kernels to their
 launching thread and launch time and hands :data:`~.base.KERNEL_DTYPE` batches to the

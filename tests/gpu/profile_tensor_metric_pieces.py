@@ -13,9 +13,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import torch  # noqa: E402
 
 import proton_ctypes as proton  # noqa: E402
-from proton_ctypes.core import recording  # noqa: E402
+from proton_ctypes.core import general_path  # noqa: E402
 from proton_ctypes.core import tensor_metrics as tmod  # noqa: E402
-from proton_ctypes.core.events import thread_ctx  # noqa: E402
+from proton_ctypes.core.threads import thread_ctx  # noqa: E402
 from proton_ctypes.metric import transform_tensor_metrics  # noqa: E402
 
 S = importlib.import_module("proton_ctypes.scope")
@@ -73,8 +73,8 @@ with proton.scope("t"):
         "_raw_stream": lambda: tmod._raw_stream(loss.device),
         "_capturing (cuStreamIsCapturing)": lambda: tmod._capturing(stream),
         "torch.cuda.is_current_stream_capturing": torch.cuda.is_current_stream_capturing,
-        "set_state pair": lambda: (recording.set_state(ctx, "__proton_launch_metadata"),
-                                   recording.clear_state_after_metrics(ctx)),
+        "set_state pair": lambda: (general_path.set_state(ctx, "__proton_launch_metadata"),
+                                   general_path.clear_state_after_metrics(ctx)),
         "add_tensor_metrics, no launch": no_launch(lambda: tmod.add_tensor_metrics(ctx, 1, targets, tens)),
         "_add_scope_metrics, no launch": no_launch(lambda: S._add_scope_metrics(ctx, 1, targets, {"loss": loss})),
         "scope, host metric": scope_host,

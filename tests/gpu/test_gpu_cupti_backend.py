@@ -18,6 +18,7 @@ triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
 from proton_ctypes.backends.nvidia import layout as cupti_layout  # noqa: E402
+from proton_ctypes.backends import select  # noqa: E402
 from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 from proton_ctypes.tree import strings  # noqa: E402
 
@@ -57,7 +58,7 @@ def _report(name, backend, **extra):
 
 def _run(mode="", python_context=None, body=None):
     backend, sink = CuptiBackend(), Sink()
-    backend.start(sink, mode, python_context=python_context)
+    backend.start(sink, select.parse_mode("cupti", mode), python_context=python_context)
     try:
         extra = body() if body else {}
     finally:
@@ -173,7 +174,7 @@ def test_python_context_assigns_a_node_to_every_launch():
 
 def test_periodic_flushing_delivers_without_flush_calls():
     backend, sink = CuptiBackend(flush_interval_s=0.05), Sink()
-    backend.start(sink, "periodic_flushing")
+    backend.start(sink, select.parse_mode("cupti", "periodic_flushing"))
     try:
         for _ in range(30):
             tiny[(1,)](X, 1024, BLOCK=1024)
@@ -203,7 +204,7 @@ def test_torch_profiler_in_the_same_process_is_a_clear_error():
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
             x.add_(1)
             try:
-                CuptiBackend().start(lambda b: None, "")
+                CuptiBackend().start(lambda b: None)
                 print("STARTED")
             except RuntimeError as e:
                 print("ERROR", e)

@@ -4,9 +4,9 @@
   kernels to scopes by timestamp when they agree within :data:`MAX_CLOCK_OFFSET_NS`
   (:func:`choose_attribution`), through external correlation ids otherwise;
 * :func:`enable_activity` -- kernel records plus one launch-API record per launch (the
-  deny-list recipe, gpu-backends.md §3);
+  deny-list recipe, docs/collection.md);
 * :func:`measure_kernel_stride` -- the kernel record size, measured with CUPTI's own
-  record walk on the first buffer holding a kernel (gpu-backends.md §2).
+  record walk on the first buffer holding a kernel.
 
 Every CUPTI call goes through :class:`~.lib.CuptiLib`.
 """
@@ -57,7 +57,7 @@ def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list) -> None:
     for kind in kinds:
         lib.enable_kind(kind)
         enabled.append(kind)
-    # After the kinds: enabling a kind resets its per-cbid filter (gpu-backends.md §9.1).
+    # After the kinds: enabling a kind resets its per-cbid filter (measured on CUPTI 13.0).
     lib.deny_api_records(set(DRIVER_LAUNCH_CBIDS.values()), set(RUNTIME_LAUNCH_CBIDS.values()))
 
 

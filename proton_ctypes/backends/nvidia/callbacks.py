@@ -9,7 +9,7 @@ one callback function:
   a stream capture turns into a node, on the capturing thread, so ``(get_native_id(),
   time_ns())`` taken there locates the scopes open at capture.  ``GRAPHNODE_CLONED``
   (at instantiate) maps the executable graph's node id back to the captured one; the
-  replayed kernel records carry the *cloned* ids (gpu-backends.md §5).
+  replayed kernel records carry the *cloned* ids (docs/collection.md, CUDA graphs).
 * **Missing-graph check**: ``GRAPHEXEC_CREATED`` (and ``GRAPHNODE_CLONED``, whose graph id is
   the executable graph being built) records each executable graph made while subscribed.  A
   replayed kernel record names its executable graph (``graphId``, which CUPTI fills with the
@@ -91,7 +91,7 @@ class CallbackHub:
         #: python-context entries ``(corr, node, tid, time_ns)``, appended by launching threads.
         self.py_entries = []
         self.callback_errors = 0
-        #: ``mode="pcsampling"``: a :class:`~.cupti_pcsampling.PCSampler` also fed every callback
+        #: ``mode="pcsampling"``: a :class:`~.pcsampling.PCSampler` also fed every callback
         self.pc = None
         #: executable-graph ids made while subscribed, and those already reported missing (the
         #: backend hands in sets it keeps across starts, as Proton keeps its graph states)

@@ -147,10 +147,6 @@ class Joiner:
         self._prune()
         return batch
 
-    def pending_kernels(self) -> int:
-        """Kernels held back waiting for their API record."""
-        return 0 if self._held is None else int(self._held["start"].size)
-
     # ------------------------------------------------------------------ internals
     def _build(self, k: dict) -> np.ndarray:
         n = k["start"].size
