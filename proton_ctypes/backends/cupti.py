@@ -105,7 +105,7 @@ class CuptiBackend(Backend):
     def lost(self) -> list:
         """``[(count, what)]`` for every way records were lost so far, each read as one phrase
         after its count: dropped by CUPTI, caught in spare buffers past the pool's ceiling,
-        buffer requests declined, records without timestamps, bytes of unknown records."""
+        buffer requests declined, records without timestamps, records of unknown kinds."""
         c = self.collector
         if c is None:
             return []
@@ -117,8 +117,9 @@ class CuptiBackend(Backend):
             out.append((self.pool.refused, "activity-buffer requests declined (no memory), their records lost"))
         if c.joiner is not None:
             out.append((c.joiner.stats["invalid_time"], "kernel records without timestamps"))
-        if c.parser is not None:
-            out.append((c.parser.stats["unparsed_bytes"], "bytes of activity records of unknown kinds"))
+        if c.parser is not None and c.parser.stats["unparsed_bytes"]:
+            out.append((1, f"stretch of activity records of unknown kinds left unread "
+                           f"({c.parser.stats['unparsed_bytes']} bytes)"))
         return [(int(n), what) for n, what in out if n]
 
     def start(self, sink: Callable[[np.ndarray], None], mode: Mode = NO_MODE,
