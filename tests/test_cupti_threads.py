@@ -118,3 +118,17 @@ def test_a_forced_ceiling_loses_records_and_says_how_many_in_one_line_and_in_the
     assert err == [f"proton_ctypes: the profile 'capped' misses data: {2 * lost_kernels} activity records "
                    f"({lost_kernels} of them kernels) found no room under the 0.25 MiB buffer ceiling "
                    f"(raise {buffers.LIMIT_ENV})"]
+
+
+@pytest.mark.parametrize("cupti", [{"max_buffers": 4}], indirect=True)
+def test_a_trace_that_lost_records_says_how_many_in_other_data(cupti):
+    fake, backend = cupti
+    proton.start("capped", backend="cupti", data="trace")
+    _launch_from_threads(fake, 8, 300)
+    proton.finalize()
+    with open("capped.chrome_trace") as f:
+        doc = json.load(f)
+    kernels = sum(1 for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    lost = backend.collector.spare_kernels
+    assert lost > 0 and kernels + lost == 8 * 300
+    assert doc["otherData"] == {"lost_records": 2 * lost}
