@@ -14,7 +14,7 @@ import pytest
 
 import proton_ctypes as proton
 from conftest import flat, read_tree, written
-from proton_ctypes.writers import atomic
+from proton_ctypes import _atomic as atomic
 
 
 def one_scope_file(fmt="", data="tree", name="w", metrics=None):
@@ -83,6 +83,60 @@ def test_a_failed_write_leaves_neither_the_file_nor_a_temporary_file(monkeypatch
     with pytest.raises(OSError):
         proton.finalize()
     assert os.listdir(".") == []
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test (``umask(value)``); the old one comes back after it."""
+    old = os.umask(0o022)
+    os.umask(old)
+    yield os.umask
+    os.umask(old)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+@pytest.mark.parametrize("data, fmt", [("tree", "hatchet"), ("tree", "hatchet_msgpack"), ("trace", "chrome_trace")])
+def test_files_get_the_mode_open_would_give_them_under_the_umask(umask, mask, data, fmt):
+    # before: 0600 whatever the umask (the temporary file kept mkstemp's mode)
+    umask(mask)
+    s = proton.start(os.path.join("shared", "run"), backend="host", data=data)
+    proton.data.advance_phase(s) if data == "tree" else None
+    proton.finalize(s, fmt)
+    for name in os.listdir("shared"):
+        assert os.stat(os.path.join("shared", name)).st_mode & 0o777 == 0o666 & ~mask, name
+    assert os.stat("shared").st_mode & 0o777 == 0o777 & ~mask  # a created folder too, as mkdir -p
+
+
+def test_every_file_is_written_by_the_one_atomic_writer():
+    # writers and the viewer's HTML report share proton_ctypes/_atomic.py; nobody else writes files
+    import ast
+    import proton_ctypes
+    root = os.path.dirname(proton_ctypes.__file__)
+    writers = []
+    for folder, _dirs, files in os.walk(root):
+        for f in files:
+            if not f.endswith(".py") or f == "_atomic.py":
+                continue
+            for node in ast.walk(ast.parse(open(os.path.join(folder, f)).read())):
+                if isinstance(node, ast.Attribute) and node.attr in ("replace", "mkstemp", "rename") and \
+                        isinstance(node.value, ast.Name) and node.value.id in ("os", "tempfile"):
+                    writers.append(f"{f}:{node.lineno} {node.value.id}.{node.attr}")
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "open" and any(
+                        isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) & set("wax")
+                        for a in node.args[1:2]):
+                    writers.append(f"{f}:{node.lineno} open(..., {node.args[1].value!r})")
+    assert writers == []
+
+
+def test_a_file_in_the_way_of_a_folder_is_named_and_nothing_is_written():
+    open("taken", "w").close()
+    s = proton.start(os.path.join("taken", "run"), backend="host")
+    with pytest.raises(NotADirectoryError) as e:
+        proton.finalize(s)
+    assert str(e.value) == (f"[Errno 20] Not a directory: {os.path.abspath('taken')!r}: the profile "
+                            f"{os.path.join('taken', 'run')!r} was not written and session {s} is still alive; "
+                            "fix the cause and call finalize again")
+    assert os.listdir(".") == ["taken"]
 
 
 # --- hatchet (JSON) -------------------------------------------------------------------------

@@ -5,15 +5,14 @@ icicle (flame) graph sized by the first metric, a sortable table of the displaye
 and, on hover, every metric of a frame.  With ``-diff`` frames are coloured by the relative change of the
 first metric (red slower/larger, green smaller, dashed red border ``[new]``, grey struck-through ``[gone]``)
 and the table has base/new/Δ/Δ% columns.  Frames deeper than ``-d`` are left out.  The file is written
-atomically (a temporary file in the same directory, then ``os.replace``).
+whole or not at all, with a normal file's mode, by the package's one writer (:mod:`proton_ctypes._atomic`).
 """
 
 import html
 import json
 import math
-import os
-import tempfile
 
+from .._atomic import write_atomic
 from .html_assets import CSS, SCRIPT
 
 
@@ -54,25 +53,6 @@ def page(payload, title):
             f"<script>{SCRIPT}</script>\n</body>\n</html>\n")
 
 
-def write_atomically(path, text):
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".proton-viewer-", suffix=".html.tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the report a normal file's mode
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def _raw_value(v):
     if isinstance(v, float) and math.isnan(v):
         return None
@@ -99,7 +79,7 @@ def write_report(path, profile, columns, depth, title, names=None, extra=None):
         nodes.append({"id": ids[row], "parent": ids.get(profile.parent[row], -1), "name": names[row],
                       "depth": profile.depth[row], "values": [_num(v[row]) for v in values],
                       "raw": {k: v for k, v in file_values.items() if v is not None}})
-    write_atomically(path, page({"mode": "profile", "columns": list(columns), "nodes": nodes}, title))
+    write_atomic(path, page({"mode": "profile", "columns": list(columns), "nodes": nodes}, title))
 
 
 def write_diff_report(path, tree, n_columns, depth, new_label, base_label, names=None):
@@ -116,4 +96,4 @@ def write_diff_report(path, tree, n_columns, depth, new_label, base_label, names
                       "pct": [_num(tree.delta_pct[k][row]) for k in range(n_columns)]})
     payload = {"mode": "diff", "columns": list(tree.columns[:n_columns]), "nodes": nodes,
                "labels": {"new": new_label, "base": base_label}}
-    write_atomically(path, page(payload, f"{new_label} vs {base_label}"))
+    write_atomic(path, page(payload, f"{new_label} vs {base_label}"))

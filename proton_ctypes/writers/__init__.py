@@ -4,7 +4,8 @@ Every format renders one phase of one session, ``render(phase, device_type,
 device_block) -> str | bytes`` (``phase`` a :class:`~proton_ctypes.tree.phase.PhaseData`,
 ``device_type`` the backend's kernel-metric device type, ``device_block`` the file's
 device-info element), and :func:`write` puts it on disk whole or not at all
-(:mod:`.atomic`).  Writers read the tree; they never import the profiler's engine.
+(:mod:`proton_ctypes._atomic`, the writer the viewer uses too).  Writers read the tree;
+they never import the profiler's engine.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Union
 
 from . import chrome_trace, hatchet, msgpack
-from .atomic import write_atomic
+from .._atomic import write_atomic
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-import proton_ctypes.viewer.html as html_mod
+import proton_ctypes._atomic as atomic_mod
 from .diff_profiles import write_pair
 from .helpers import run_viewer
 from .profiles import node, write_json
@@ -75,7 +75,7 @@ def test_report_is_written_atomically(ref_dir, tmp_path, monkeypatch):
     def failing_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(html_mod.os, "replace", failing_replace)
+    monkeypatch.setattr(atomic_mod.os, "replace", failing_replace)
     result = run_viewer(["-m", "time/ns", "nested.hatchet", "--html", report], cwd=ref_dir)
     assert result.code == 1 and result.err == "OSError: [Errno 28] No space left on device\n"
     assert report.read_text() == "old report"
@@ -88,9 +88,17 @@ def test_report_is_written_atomically(ref_dir, tmp_path, monkeypatch):
     assert report.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
-def test_report_into_a_missing_directory_is_a_one_line_error(ref_dir, tmp_path):
-    result = run_viewer(["-m", "time/ns", "nested.hatchet", "--html", tmp_path / "no" / "r.html"], cwd=ref_dir)
-    assert result.code == 1 and result.err.startswith("FileNotFoundError: ") and result.err.count("\n") == 1
+def test_report_into_a_missing_directory_creates_it(ref_dir, tmp_path):
+    report = tmp_path / "no" / "such" / "r.html"
+    result = run_viewer(["-m", "time/ns", "nested.hatchet", "--html", report], cwd=ref_dir)
+    assert result.code == 0 and _inlined_data(report.read_text())["nodes"][0]["name"] == "ROOT"
+
+
+def test_report_under_a_file_is_a_one_line_error_and_writes_nothing(ref_dir, tmp_path):
+    (tmp_path / "plain").write_text("a file, not a folder")
+    result = run_viewer(["-m", "time/ns", "nested.hatchet", "--html", tmp_path / "plain" / "r.html"], cwd=ref_dir)
+    assert result.code == 1 and result.err == f"NotADirectoryError: [Errno 20] Not a directory: '{tmp_path / 'plain'}'\n"
+    assert os.listdir(tmp_path) == ["plain"]
 
 
 @needs_chromium
