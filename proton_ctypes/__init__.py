@@ -7,6 +7,7 @@ starts; without a GPU the host-only backend records everything but kernels.
 """
 import os as _os
 
+from ._version import __version__
 from ._rocm import configure_runtime as _configure_rocm_runtime
 
 try:  # as 3.9: pick TheRock's ROCm runtime before any GPU library loads (None without it)

@@ -17,12 +17,13 @@ LAYERS = [
     {"hooks"},
     {"core"},
     {"backends", "writers"},
-    {"tree", "_rocm", "peaks"},
+    {"tree", "_rocm", "peaks", "_atomic", "_version"},
 ]
 #: the viewer stands apart: it never imports the profiler
 VIEWER = "viewer"
-#: tables that the profiler and the viewer share; they import nothing of the package
-SHARED = {"peaks"}
+#: modules that the profiler and the viewer share; they import nothing of the package
+#: (``peaks``: the peak-FLOPs table; ``_atomic``: the one writer of every file; ``_version``)
+SHARED = {"peaks", "_atomic", "_version"}
 
 
 def _modules():
