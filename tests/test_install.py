@@ -107,7 +107,9 @@ def scenario(workdir: str, blocker=None) -> dict:
                 pass
             proton.finalize()
     texts = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
-    assert len(texts) == 1 and "using the host-only backend" in texts[0], texts
+    # one line saying what was chosen and why: triton is missing here, no driver is to blame
+    assert texts == ['proton_ctypes: triton is not installed: host-only backend (no kernel records); '
+                     'backend="host" silences this'], texts
     assert os.path.exists("auto_1.hatchet") and os.path.exists("auto_2.hatchet")
 
     # features that need a missing package say which one (and leave no session behind).  The CUPTI
@@ -196,7 +198,7 @@ def test_dependencies_by_platform():
     triton = next(r for r in reqs if r.name == "triton")
     assert triton.specifier.contains("3.6.0") and not triton.specifier.contains("3.5.0")
     extras = project["optional-dependencies"]
-    assert extras["rocm"] == ["hip-python"] and extras["test"] == ["pytest", "pytest-mock"]
+    assert extras["rocm"] == ["hip-python"] and extras["test"] == ["pytest", "pytest-mock", "hypothesis"]
     assert extras["hatchet"] == ["llnl-hatchet", "pandas"]
 
 
