@@ -16,7 +16,7 @@ def depth(session: Optional[int] = 0) -> Optional[int]:
     """
     if not flags.profiling_on:
         return None
-    signatures.check(signatures.CONTEXT_DEPTH, (session, int))
+    signatures.check("depth", ("session", session, int))
     s = manager.get(session)
     ctx = threads.thread_ctx()
     threads.ensure(ctx)

@@ -30,7 +30,7 @@ def get(session: Optional[int] = 0, phase: int = 0):
     if session is None:
         return None
     _guard(session, "be retrieved")
-    signatures.check(signatures.GET_DATA, (session, int), (phase, int))
+    signatures.check("get", ("session", session, int), ("phase", phase, int))
     s = _phase(session, phase)
     return json.loads(manager.render(s, phase, "hatchet"))
 
@@ -40,7 +40,7 @@ def get_msgpack(session: Optional[int] = 0, phase: int = 0):
     if session is None:
         return None
     _guard(session, "be retrieved")
-    signatures.check(signatures.GET_DATA_MSGPACK, (session, int), (phase, int))
+    signatures.check("get_msgpack", ("session", session, int), ("phase", phase, int))
     s = _phase(session, phase)
     return manager.render(s, phase, "hatchet_msgpack")
 
@@ -50,7 +50,7 @@ def advance_phase(session: Optional[int] = 0) -> Optional[int]:
     if session is None:
         return None
     _guard(session, "advance phase")
-    signatures.check(signatures.ADVANCE_PHASE, (session, int))
+    signatures.check("advance_phase", ("session", session, int))
     s = manager.get(session)
     p = s.advance_phase()
     registry.bump_epoch()
@@ -62,7 +62,7 @@ def is_phase_complete(session: Optional[int] = 0, phase: int = 0) -> bool:
     if session is None:
         return False
     _guard(session, "check phase completion status")
-    signatures.check(signatures.IS_PHASE_COMPLETE, (session, int), (phase, int))
+    signatures.check("is_phase_complete", ("session", session, int), ("phase", phase, int))
     s = manager.get(session)
     pd = s.phases.get(phase)
     return bool(pd is not None and pd.complete and phase < s.phase)
@@ -73,7 +73,8 @@ def clear(session: Optional[int] = 0, phase: int = 0, clear_up_to_phase: bool = 
     if session is None:
         return
     _guard(session, "be cleared")
-    signatures.check(signatures.CLEAR_DATA, (session, int), (phase, int), (clear_up_to_phase, bool))
+    signatures.check("clear", ("session", session, int), ("phase", phase, int),
+                     ("clear_up_to_phase", clear_up_to_phase, bool))
     s = manager.get(session)
     for p in list(s.phases):
         if p == phase or (clear_up_to_phase and p <= phase):

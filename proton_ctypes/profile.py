@@ -54,6 +54,14 @@ def start(
     Returns:
         The session id, or None when running under the ``proton`` command or when
         profiling is disabled (``TRITON_PROTON_DISABLE=1``).
+
+    Raises:
+        TypeError: an argument of the wrong type (the message names it).
+        ValueError: an unknown context, data, backend, mode or hook (Proton's messages).
+        ImportError: ``hook="triton"`` or ``backend="instrumentation"`` without triton.
+        RuntimeError: the backend cannot start (no GPU for a GPU backend, ...).
+    Every argument is checked before the session is created: a ``start`` that raises
+    leaves no session behind.
     """
     if flags.command_line or knobs.disabled():
         return None
@@ -62,19 +70,32 @@ def start(
     backend = select.auto_select() if backend is None else backend
     mode_str = _mode_str(backend, mode)
     select.check_environment(backend)
-    signatures.check(signatures.START, (name, str), (context, str), (data, str), (backend, str), (mode_str, str))
+    signatures.check("start", ("name", name, str), ("context", context, str), ("data", data, str),
+                     ("backend", backend, str), ("mode", mode_str, str))
+    # every argument is checked before anything is created: a start that raises leaves no
+    # session behind (Proton creates the session before it rejects the hook)
+    manager.validate(name, context, data, backend, mode_str)
+    if not (hook is None or hook == "triton" or isinstance(hook, Hook)):
+        raise ValueError(f"Unsupported hook: {hook!r}")
     if hook == "triton" or backend == "instrumentation":
         optional.require("hook='triton'" if hook == "triton" else "backend='instrumentation'", "triton", "triton")
+    hooks = [LaunchHook() if hook == "triton" else hook] if hook is not None else []
+    if backend == "instrumentation":
+        hooks.append(InstrumentationHook(mode))
+    existed = manager.live_named(name) is not None
     session = manager.create(name, context, data, backend, mode_str)
     knobs.export_defaults(backend)
-    if isinstance(hook, Hook):
-        HookManager.register(hook, session)
-    elif hook == "triton":
-        HookManager.register(LaunchHook(), session)
-    elif hook is not None:
-        raise ValueError(f"Unsupported hook: {hook!r}")
-    if backend == "instrumentation":
-        HookManager.register(InstrumentationHook(mode), session)
+    registered = []
+    try:
+        for h in hooks:
+            HookManager.register(h, session)
+            registered.append(h)
+    except BaseException:  # a hook that cannot activate: the new session goes too
+        if not existed:
+            HookManager.session_hooks[session] = {h: True for h in registered}
+            HookManager.unregister(session)  # deactivates what did activate
+            manager.discard(session)
+        raise
     return session
 
 
@@ -95,7 +116,7 @@ def activate(session: Optional[int] = None) -> None:
     """
     session = _cli_guard(session, "activated")
     if session is not None:
-        signatures.check(signatures.ACTIVATE, (session, int))
+        signatures.check("activate", ("session", session, int))
     HookManager.activate(session)
     manager.set_active(session, True)
 
@@ -109,7 +130,7 @@ def deactivate(session: Optional[int] = None, flushing: bool = False) -> None:
     """
     session = _cli_guard(session, "deactivated")
     if session is not None:
-        signatures.check(signatures.DEACTIVATE, (session, int), (flushing, bool))
+        signatures.check("deactivate", ("session", session, int), ("flushing", flushing, bool))
     HookManager.deactivate(session)
     manager.set_active(session, False, flushing)
 
@@ -123,10 +144,19 @@ def finalize(session: Optional[int] = None, output_format: Optional[str] = "") -
             ``"chrome_trace"`` (default for trace data), case-insensitive.
 
     The file is ``<name>.<format>`` (``<name>.part_<k>.<format>`` per phase after
-    ``data.advance_phase``), written whole or not at all.
+    ``data.advance_phase``), written whole or not at all; missing folders of ``name`` are
+    created.
+
+    Raises:
+        TypeError: an argument of the wrong type (the message names it).
+        ValueError: an unknown output format, or one the session's data cannot be written in;
+            the session stays alive.
+        OSError: a file could not be written (permissions, a full disk); nothing of that
+            session is lost: it stays alive, so ``finalize`` can be called again.
     """
-    if session is not None and output_format is not None:
-        signatures.check(signatures.FINALIZE, (session, int), (output_format, str))
+    if session is not None:
+        signatures.check("finalize", ("session", session, int))
+    signatures.check("finalize", ("output_format", output_format, str))
     HookManager.unregister(session)
     if session is None:
         flags.profiling_on = False

@@ -218,22 +218,67 @@ def test_type_mismatch_in_a_dict_keeps_the_keys_sorting_before_it_and_drops_the_
     assert written("t") == {"m": {"a": 3, "b": 1}}
 
 
-@pytest.mark.parametrize("value", ["string", None, {"k": 1}, 1j, object(), [1, "x"]],
-                         ids=["str", "None", "dict", "complex", "object", "list_with_str"])
-def test_metric_value_of_unsupported_type_raises_add_metrics_type_error(value):
+EXPECTED_VALUE = "the value must be an int, a float, a bool, a list or tuple of them, or a tensor"
+
+
+@pytest.mark.parametrize("value, given", [
+    ("string", "str ('string')"), (None, "NoneType (None)"), ({"k": 1}, "dict ({'k': 1})"),
+    (1j, "complex (1j)"), ([1, "x"], "list ([1, 'x']); element 1 is str ('x')"),
+], ids=["str", "None", "dict", "complex", "list_with_str"])
+def test_metric_value_of_unsupported_type_raises_type_error_naming_the_key_and_the_expected_types(value, given):
+    # Proton: TypeError "add_metrics(): incompatible function arguments ... Invoked with types: int, dict, dict"
     proton.start("bad", backend="host")
     with pytest.raises(TypeError) as e:
         proton.enter_scope("m", metrics={"v": value})
-    assert str(e.value).startswith("add_metrics(): incompatible function arguments.")
+    assert str(e.value) == f"metric 'v': {EXPECTED_VALUE}, not {given}"
 
 
-def test_metric_with_a_non_str_key_raises_type_error():
+def test_metric_value_of_an_object_quotes_a_shortened_repr():
+    class Long:
+        def __repr__(self):
+            return "x" * 500
     proton.start("bad", backend="host")
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError) as e:
+        proton.enter_scope("m", metrics={"v": Long()})
+    assert str(e.value) == f"metric 'v': {EXPECTED_VALUE}, not Long ({'x' * 57}...)"
+
+
+def test_metric_with_a_non_str_key_raises_type_error_naming_the_key():
+    proton.start("bad", backend="host")
+    with pytest.raises(TypeError) as e:
         proton.enter_scope("m", metrics={1: 2})
+    assert str(e.value) == "metric names must be str, not int (1)"
 
 
-def test_unsupported_value_keeps_no_key_of_the_dict_and_leaves_the_scope_entered():
+@pytest.mark.parametrize("key, value, kind, stored", [
+    ("flops", "lots", ValueError, "float"), ("flops32", None, TypeError, "float"),
+    ("bytes", "many", ValueError, "int"), ("bytes", float("nan"), ValueError, "int"),
+], ids=["flops_str", "flops32_none", "bytes_str", "bytes_nan"])
+def test_roofline_value_that_is_not_a_number_keeps_protons_exception_type_and_names_the_key(key, value, kind, stored):
+    # Proton: float("lots") / int(nan) raise from inside the scope without naming the metric
+    proton.start("bad", backend="host")
+    with pytest.raises(kind) as e:
+        with proton.scope("s", {key: value}):
+            pass
+    assert str(e.value) == (f"metric {key!r}: the value must be a number or a list of numbers (stored as {stored}), "
+                            f"not {type(value).__name__} ({value!r})")
+
+
+@pytest.mark.parametrize("metrics", [[("flops", 1)], [1, 2], [[1]], "ab"], ids=["pairs", "numbers", "nested", "str"])
+def test_metrics_that_are_not_a_dict_say_a_dict_is_expected(metrics):
+    # Proton: AttributeError "'list' object has no attribute 'items'"; ours is an AttributeError and a TypeError
+    proton.start("bad", backend="host")
+    with pytest.raises(AttributeError) as e:
+        with proton.scope("s", metrics):
+            pass
+    assert isinstance(e.value, TypeError)
+    assert str(e.value) == f"metrics must be a dict {{name: value}}, not {type(metrics).__name__} ({metrics!r})"
+    with pytest.raises(TypeError):
+        proton.enter_scope("e", metrics=metrics)
+
+
+def test_unsupported_value_keeps_no_key_of_the_dict_and_closes_the_scope():
+    # Proton leaves "bad" open: "next" would land at bad/next
     proton.start("none", backend="host")
     with pytest.raises(TypeError):
         with proton.scope("bad", {"ok": 1, "v": None}):
@@ -241,4 +286,4 @@ def test_unsupported_value_keeps_no_key_of_the_dict_and_leaves_the_scope_entered
     with proton.scope("next"):
         pass
     proton.finalize()
-    assert written("none") == {"bad": {}, "bad/next": {}}
+    assert written("none") == {"bad": {}, "next": {}}

@@ -4,8 +4,10 @@ Session ids come from one process-wide counter, so these tests compare ids with 
 never with 0.  Expected values are those real Proton 3.9 gives
 (``conformance/scenarios/profile.py``); output files themselves are in ``test_writers.py``.
 """
+import errno
 import os
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -88,6 +90,44 @@ def test_start_reports_the_bad_backend_then_context_then_data(kwargs, message):
     with pytest.raises(ValueError) as e:
         proton.start("e", **kwargs)
     assert str(e.value) == message
+
+
+class RefusingHook(proton.hooks.hook.Hook):
+    """A hook whose activation fails (as an instrumentation hook does when another is active)."""
+
+    def activate(self):
+        raise RuntimeError("cannot activate")
+
+    def deactivate(self):
+        raise AssertionError("never activated: must not be deactivated")
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"hook": "nope"}, ValueError), ({"hook": RefusingHook()}, RuntimeError), ({"context": "nope"}, ValueError),
+    ({"data": "nope"}, ValueError), ({"mode": "nope"}, ValueError), ({"backend": "nope"}, ValueError),
+    ({"name": 5}, TypeError), ({"backend": "host", "hook": "triton", "mode": "nope"}, ValueError),
+], ids=["hook", "hook_that_cannot_activate", "context", "data", "mode", "backend", "name", "mode_with_hook"])
+def test_a_start_that_raises_leaves_no_session_behind(kwargs, error):
+    # Proton creates the session before it rejects the hook: a later finalize writes it
+    from proton_ctypes.core.events import G
+    kwargs.setdefault("backend", "host")
+    with pytest.raises(error):
+        proton.start(kwargs.pop("name", "left"), **kwargs)
+    assert G.sessions == {} and proton.hooks.HookManager.active_hooks == []
+    with proton.scope("after"):
+        pass
+    proton.finalize()
+    assert os.listdir(".") == []
+
+
+def test_a_bad_hook_for_a_live_name_keeps_that_session():
+    s = proton.start("live", backend="host")
+    with pytest.raises(ValueError, match="Unsupported hook"):
+        proton.start("live", backend="host", hook="nope")
+    with proton.scope("kept"):
+        pass
+    proton.finalize(s)
+    assert written("live") == {"kept": {}}
 
 
 def test_start_returns_none_and_records_nothing_when_disabled(monkeypatch):
@@ -228,6 +268,50 @@ def test_finalize_of_an_unknown_or_finalized_session_does_nothing():
 def test_finalize_without_any_session_does_nothing():
     proton.finalize()
     assert os.listdir(".") == [] and flags.profiling_on is False
+
+
+def test_finalize_creates_the_missing_folders_of_the_name():
+    # Proton: FileNotFoundError after the whole run, and the profile is gone
+    s = proton.start(os.path.join("results", "run1", "prof"), backend="host")
+    with proton.scope("a"):
+        pass
+    proton.data.advance_phase(s)
+    proton.finalize()
+    assert sorted(os.listdir(os.path.join("results", "run1"))) == ["prof.part_0.hatchet", "prof.part_1.hatchet"]
+
+
+@pytest.mark.parametrize("one", [True, False], ids=["finalize_session", "finalize_all"])
+def test_a_failed_write_keeps_the_session_alive_and_the_error_says_so(monkeypatch, one):
+    from proton_ctypes import _atomic
+
+    def full_disk(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device", src, None, dst)  # as os.replace names them
+    s = proton.start("kept", backend="host")
+    with proton.scope("a", {"m": 1}):
+        pass
+    monkeypatch.setattr(_atomic.os, "replace", full_disk)
+    with pytest.raises(OSError) as e:
+        proton.finalize(s if one else None)
+    assert (e.value.errno, str(e.value)) == (errno.ENOSPC, (
+        "[Errno 28] No space left on device: 'kept.hatchet': the profile 'kept' was not written and session "
+        f"{s} is still alive; fix the cause and call finalize again"))
+    assert os.listdir(".") == []  # no part, no temporary file
+    assert proton.data.get(s)[0]["children"][0]["metrics"] == {"m": 1}
+    monkeypatch.undo()
+    proton.finalize()
+    assert written("kept") == {"a": {"m": 1}}
+
+
+def test_a_failed_write_keeps_only_that_session_alive():
+    (Path(".") / "blocked.hatchet").mkdir()  # the file cannot replace a folder
+    a = proton.start("fine", backend="host")
+    b = proton.start("blocked", backend="host")
+    with pytest.raises(IsADirectoryError, match=f"session {b} is still alive"):
+        proton.finalize()
+    assert os.path.exists("fine.hatchet")
+    with pytest.raises(IndexError):
+        proton.data.get(a)
+    assert proton.data.get(b)[0]["frame"]["name"] == "ROOT"
 
 
 # --- the profile decorator ------------------------------------------------------------------

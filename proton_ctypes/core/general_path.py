@@ -38,7 +38,7 @@ def scope_child(top: int, name, sid: int) -> int:
     """The node of scope ``name`` entered under ``top`` (on a miss of the kids cache: the
     hot paths look there first); Proton's ``TypeError`` for a name that is not a ``str``."""
     if type(name) is not str:
-        raise signatures.incompatible(signatures.ENTER_SCOPE, sid, name)
+        raise signatures.scope_name(name)
     return callpath.child(top, name)
 
 
@@ -46,7 +46,7 @@ def state_child(top: int, name) -> int:
     """The node of state ``name`` under ``top`` (on a miss of the kids cache); Proton's
     ``TypeError`` for a name that is not a ``str``."""
     if type(name) is not str:
-        raise signatures.incompatible(signatures.ENTER_STATE, name)
+        raise signatures.state_name(name)
     return callpath.child(top, name)
 
 
@@ -207,7 +207,7 @@ def clear_state_after_metrics(ctx) -> None:
 def set_state(ctx, name) -> None:
     """Set (or clear, with None) the thread's single state slot and log the new context."""
     if name is not None and type(name) is not str:
-        raise signatures.incompatible(signatures.ENTER_STATE, name)
+        raise signatures.state_name(name)
     threads.ensure(ctx)
     ctx.state = name
     for v in ctx.views:

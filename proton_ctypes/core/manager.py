@@ -10,7 +10,8 @@ import itertools
 import sys
 import threading
 
-from . import attribution, general_path, lifecycle, naming, nvtx, pc_samples, registry, tensor_metrics, threads
+from . import (attribution, general_path, lifecycle, naming, nvtx, pc_samples, registry, signatures, tensor_metrics,
+               threads)
 from ..backends import select
 from ..backends.base import Backend
 from .registry import G
@@ -66,16 +67,20 @@ def _python_context():
     return general_path.python_node
 
 
-def create(name: str, context: str, data: str, backend_name: str, mode_text: str) -> int:
-    """Create (or find, by name) a session and return its id; raises Proton's errors.
-
-    ``mode_text`` is parsed here, once, into the session's :class:`~proton_ctypes.backends.modes.Mode`."""
+def live_named(name: str):
+    """The live session named ``name`` (a ``start`` of that name returns it), or None."""
     existing = _by_name.get(name)
-    if existing is not None and not existing.finalized:
-        if not existing.active:
-            existing.set_active(True)
-            registry.bump_epoch()
-        return existing.id
+    return existing if existing is not None and not existing.finalized else None
+
+
+def validate(name: str, context: str, data: str, backend_name: str, mode_text: str):
+    """Raise Proton's error for the first bad argument of a ``start`` that would create a
+    session (in Proton's order: backend, mode, context, data, a mode clash); nothing is created.
+
+    Returns the parsed :class:`~proton_ctypes.backends.modes.Mode`, or None when a live session
+    of that name would be returned (its other arguments are then ignored, as in Proton)."""
+    if live_named(name) is not None:
+        return None
     mode = select.parse_mode(backend_name, mode_text)
     if context not in CONTEXTS:
         raise ValueError(f"[PROTON] Unknown context source: {context}")
@@ -85,6 +90,20 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
         if s.backend_name == backend_name and s.mode != mode:
             raise ValueError("[PROTON] Cannot add a session with the same profiler but a different mode "
                              "than existing sessions")
+    return mode
+
+
+def create(name: str, context: str, data: str, backend_name: str, mode_text: str) -> int:
+    """Create (or find, by name) a session and return its id; raises Proton's errors.
+
+    ``mode_text`` is parsed here, once, into the session's :class:`~proton_ctypes.backends.modes.Mode`."""
+    existing = live_named(name)
+    if existing is not None:
+        if not existing.active:
+            existing.set_active(True)
+            registry.bump_epoch()
+        return existing.id
+    mode = validate(name, context, data, backend_name, mode_text)
     backend = select.get(backend_name)
     lifecycle.install(snapshot_all, _finalize_at_exit, _after_fork_in_child)
     if _users.get(backend_name, 0) == 0:
@@ -204,9 +223,8 @@ def _write_phase(s: Session, phase: int, fmt: str, path: str) -> None:
 
 def resolve_format(s: Session, output_format) -> str:
     """Validate ``output_format`` for ``s`` (Proton's errors) and return the lower-case name."""
-    if output_format is None:
-        raise TypeError("finalize(): incompatible function arguments. The following argument types are "
-                        "supported:\n    1. finalize(sessionId: int, outputFormat: str) -> None")
+    if not isinstance(output_format, str):
+        raise signatures.wrong_type("finalize", "output_format", output_format, str)
     fmt = output_format.lower() if output_format else DEFAULT_FORMAT[s.data]
     if fmt not in FORMATS:
         raise ValueError(f"[PROTON] Unknown output format: {output_format}")
@@ -294,28 +312,49 @@ def _prune_views() -> None:
             G.views_by_tid[tid] = []
 
 
+def _not_written(s: Session, e: OSError) -> OSError:
+    """``e`` (same type and errno) saying that ``s`` was not written and is still alive."""
+    what = (f"the profile {s.name!r} was not written and session {s.id} is still alive; "
+            "fix the cause and call finalize again")
+    if e.errno is None:
+        return type(e)(f"{e}: {what}")
+    where = f": {e.filename!r}" if e.filename else ""
+    return type(e)(e.errno, f"{e.strerror}{where}: {what}")
+
+
+def _write_or_keep(s: Session, fmt: str) -> None:
+    """Write ``s``; a file-system error leaves it alive and says so (missing folders are
+    created by the writer, so this is permissions, a full disk, ...)."""
+    try:
+        write(s, fmt)
+    except OSError as e:
+        raise _not_written(s, e) from e
+
+
 def finalize(session, output_format: str) -> None:
-    """Write and destroy one session (silently nothing for unknown ids)."""
+    """Write and destroy one session (silently nothing for unknown ids); a session whose
+    write fails stays alive."""
     s = G.sessions.get(session)
     if s is None:
         return
     fmt = resolve_format(s, output_format)
-    write(s, fmt)
+    _write_or_keep(s, fmt)
     report_dropped(s)
     destroy(s)
 
 
 def finalize_all(output_format: str) -> None:
-    """Write and destroy every live session; the first error is raised after all are tried."""
+    """Write and destroy every live session; the first error is raised after all are tried.
+    A session that could not be written stays alive."""
     first = None
     for s in list(G.sessions.values()):
         try:
             fmt = resolve_format(s, output_format)
-        except Exception as e:  # keep the session alive, as Proton does
+            _write_or_keep(s, fmt)
+        except Exception as e:  # keep the session alive (Proton does so for a bad format)
             first = first or e
             continue
         try:
-            write(s, fmt)
             report_dropped(s)
         except Exception as e:
             first = first or e
@@ -323,3 +362,16 @@ def finalize_all(output_format: str) -> None:
     if first is not None:
         raise first
 
+
+def discard(session: int) -> None:
+    """Destroy ``session`` without writing it (a ``start`` that failed after creating it)."""
+    s = G.sessions.get(session)
+    if s is not None:
+        destroy(s)
+
+
+def discard_all() -> None:
+    """Destroy every live session without writing it (the ``proton`` command after a
+    failed write, so that the exit handler does not try again)."""
+    for s in list(G.sessions.values()):
+        destroy(s)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tree import messages
 from ..tree.metrics import DOUBLE, INT, VDOUBLE, VINT
 
 FLOPS_WIDTHS = (8, 16, 32, 64)
@@ -50,6 +51,15 @@ def _roofline_value(value: Any, conv: type) -> Any:
     return conv(value)
 
 
+def _roofline(key: str, value: Any, conv: type) -> Any:
+    """:func:`_roofline_value`, its error (type kept, as Proton's ``float()``/``int()``
+    raise it) reworded to name the key and what is expected."""
+    try:
+        return _roofline_value(value, conv)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise messages.bad_roofline_value(key, value, conv, e) from None
+
+
 def _host_value(key: str, value: Any) -> Any:
     """A CPU tensor's value: converted for roofline keys, else a Python scalar or list.
 
@@ -59,7 +69,7 @@ def _host_value(key: str, value: Any) -> Any:
     """
     conv = _ROOFLINE_TYPES.get(key)
     if conv is not None:
-        return _roofline_value(value, conv)
+        return _roofline(key, value, conv)
     return value.tolist() if value.numel() > 1 else value.item()
 
 
@@ -90,13 +100,21 @@ def transform_tensor_metrics(metrics: dict[str, Any]) -> tuple[dict[str, Any], d
     Returns ``(scalar_metrics, tensor_metrics)``: CPU tensors become scalars or lists,
     roofline keys (``flops*``, ``bytes``) get their fixed type whatever the value (an
     int, a bool, a numpy scalar, a list or tuple, a CPU tensor), device tensors become :class:`TensorMetric`.
+
+    Raises :class:`~proton_ctypes.tree.messages.MetricsNotADict` (an ``AttributeError``, as
+    Proton's, and a ``TypeError``) when ``metrics`` is not a dict, and for a roofline value that
+    cannot be converted the ``ValueError``/``TypeError`` Proton raises, naming the key.
     """
     tensor_metrics = {}
     scalar_metrics = {}
-    for key, value in metrics.items():
+    try:
+        items = metrics.items()
+    except AttributeError:
+        raise messages.metrics_not_a_dict(metrics) from None
+    for key, value in items:
         if type(value) in _SCALAR_TYPES:
             conv = _ROOFLINE_TYPES.get(key)
-            scalar_metrics[key] = value if conv is None else conv(value)
+            scalar_metrics[key] = value if conv is None else _roofline(key, value, conv)
         elif hasattr(value, "data_ptr"):
             on_cpu = getattr(value, "is_cpu", None)  # torch's flag: cheaper than device.type
             if on_cpu is None:
@@ -107,5 +125,5 @@ def transform_tensor_metrics(metrics: dict[str, Any]) -> tuple[dict[str, Any], d
                 tensor_metrics[key] = _device_value(key, value)
         else:
             conv = _ROOFLINE_TYPES.get(key)
-            scalar_metrics[key] = value if conv is None else _roofline_value(value, conv)
+            scalar_metrics[key] = value if conv is None else _roofline(key, value, conv)
     return scalar_metrics, tensor_metrics

@@ -1,38 +1,35 @@
-"""Proton's argument type errors: libproton's entry points reject a wrong argument type
-with a ``TypeError`` naming the function's signature and the types it was given.
+"""Argument type errors of the API: Proton's exception type (``TypeError``, as libproton's
+bindings raise it) with a message that names the function, the argument, the type expected
+and what was given: ``start(): argument 'name' must be a str, not int (123)``.
 
 The checks stay off the hot paths: scope and state names are checked where a name is
 first resolved to a node (a miss in the trie's child cache), the rest at each call.
 """
 from __future__ import annotations
 
-START = "start(path: str, contextSourceName: str, dataName: str, profilerName: str, mode: str = '') -> int"
-ENTER_SCOPE = "enter_scope(arg0: int, arg1: str, /) -> None"
-ENTER_STATE = "enter_state(arg: str, /) -> None"
-FINALIZE = "finalize(arg0: int, arg1: str, /) -> None"
-ACTIVATE = "activate(arg: int, /) -> None"
-DEACTIVATE = "deactivate(arg0: int, arg1: bool, /) -> None"
-GET_DATA = "get_data(sessionId: int, phase: int) -> str"
-GET_DATA_MSGPACK = "get_data_msgpack(sessionId: int, phase: int) -> bytes"
-ADVANCE_PHASE = "advance_data_phase(sessionId: int) -> int"
-IS_PHASE_COMPLETE = "is_data_phase_complete(sessionId: int, phase: int) -> bool"
-CLEAR_DATA = "clear_data(sessionId: int, phase: int, clearUpToPhase: bool = False) -> None"
-CONTEXT_DEPTH = "get_context_depth(arg: int, /) -> int"
+from ..tree import messages
 
 
-def incompatible(signature: str, *args) -> TypeError:
-    """The ``TypeError`` libproton raises when ``signature`` is called with ``args``."""
-    fn = signature.split("(", 1)[0]
-    types = ", ".join(type(a).__name__ for a in args)
-    return TypeError(f"{fn}(): incompatible function arguments. The following argument types are supported:\n"
-                     f"    1. {signature}\n\nInvoked with types: {types}")
+def wrong_type(function: str, argument: str, value, kind: type) -> TypeError:
+    """The ``TypeError`` for ``function``'s ``argument`` given ``value`` instead of a ``kind``."""
+    return TypeError(f"{function}(): argument {argument!r} must be {messages.a_type(kind)}, "
+                     f"not {messages.describe(value)}")
 
 
-def check(signature: str, *pairs) -> None:
-    """Raise :func:`incompatible` unless each ``(value, type)`` of ``pairs`` matches.
-
-    An ``int`` parameter takes any int (``bool`` included, as nanobind converts it).
-    """
-    for value, kind in pairs:
+def check(function: str, *arguments) -> None:
+    """Raise :func:`wrong_type` for the first ``(argument, value, kind)`` of ``arguments``
+    whose value is not a ``kind``.  An ``int`` argument takes any int, ``bool`` included
+    (as nanobind converts it)."""
+    for argument, value, kind in arguments:
         if not isinstance(value, kind):
-            raise incompatible(signature, *(v for v, _ in pairs))
+            raise wrong_type(function, argument, value, kind)
+
+
+def scope_name(value) -> TypeError:
+    """The ``TypeError`` for a scope name that is not a ``str``."""
+    return messages.name_not_str("scope", value)
+
+
+def state_name(value) -> TypeError:
+    """The ``TypeError`` for a state name that is not a ``str``."""
+    return messages.name_not_str("state", value)

@@ -91,7 +91,7 @@ class state:
                 log.append(general_path.state_child(v.top, name) if node is None else node)
             else:
                 if type(self.name) is not str:
-                    raise signatures.incompatible(signatures.ENTER_STATE, self.name)
+                    raise signatures.state_name(self.name)
                 ctx.state = self.name
         elif _flags.profiling_on:
             _set_slow(ctx, self.name)
@@ -140,7 +140,7 @@ class metadata_state(state):
 def enter_state(name: str) -> None:
     """Set the thread's state to ``name`` (replacing any current state)."""
     if type(name) is not str:
-        raise signatures.incompatible(signatures.ENTER_STATE, name)
+        raise signatures.state_name(name)
     _set(name)
 
 

@@ -5,7 +5,8 @@ Rules (Proton 3.9's; ``tests/conformance/scenarios/metric.py`` runs them under b
 * values: ``int``/``bool``/numpy ints -> int64 (ints outside int64 -> double), floats and
   every numpy floating type -> double, lists/tuples/1-D arrays -> vectors (any float
   element makes the vector double), CPU tensors -> ``.item()`` / ``.tolist()`` first.
-  Anything else makes the whole dict fail with Proton's ``TypeError`` before any add.
+  Anything else makes the whole dict fail with a ``TypeError`` (Proton's type; the message
+  names the key, see :mod:`.messages`) before any add.
 * roofline keys are normalised: ``flops``/``flops8|16|32|64`` -> double, ``bytes`` -> int.
 * names: ``(exc)`` and ``(pty)`` are removed wherever they occur and the result is
   stripped; ``(inc)`` stays.  A name whose raw form *ends* with ``(pty)`` is a property
@@ -21,6 +22,8 @@ import math
 import numbers
 from typing import Optional
 
+from . import messages
+
 INT, DOUBLE, VINT, VDOUBLE = 0, 1, 2, 3
 TYPE_NAMES = ("int64_t", "double", "std::vector<int64_t>", "std::vector<double>")
 
@@ -29,12 +32,6 @@ I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 
 ROOFLINE_FLOAT = frozenset({"flops", "flops8", "flops16", "flops32", "flops64"})
 ROOFLINE_INT = "bytes"
-
-ADD_METRICS_TYPE_ERROR = (
-    "add_metrics(): incompatible function arguments. The following argument types are supported:\n"
-    "    1. add_metrics(scopeId: int, metrics: collections.abc.Mapping[str, int | float | "
-    "collections.abc.Sequence[int] | collections.abc.Sequence[float]], tensorMetrics: "
-    "collections.abc.Mapping[str, triton._C.libproton.proton.TensorMetric] = {}) -> None\n\nInvoked with types: int, dict, dict")
 
 #: metric kinds: summed, property (last value wins), exclusive (summed, never listed at ROOT)
 PLAIN, PTY, EXC = 0, 1, 2
@@ -55,8 +52,8 @@ def parse_key(raw: str):
     return r
 
 
-def _bad():
-    return TypeError(ADD_METRICS_TYPE_ERROR)
+class _NotANumber(TypeError):
+    """A value that is not a number (reworded by :func:`normalize`, which knows the key)."""
 
 
 def _scalar(v):
@@ -76,17 +73,25 @@ def _scalar(v):
         return DOUBLE, float(v)
     if hasattr(v, "dtype") and getattr(v, "shape", None) == ():  # numpy 0-d array
         return _scalar(v.item())
-    raise _bad()
+    raise _NotANumber()
 
 
 def normalize(key, value):
     """Normalise one metric to ``(stored_name, is_property, type, value)``.
 
     ``value`` must already be host data (the tensor split happens in
-    :mod:`proton_ctypes.metric`).  Raises Proton's ``TypeError`` for anything else.
+    :mod:`proton_ctypes.metric`).  Raises ``TypeError`` (Proton's type) naming the key for
+    anything else.
     """
     if type(key) is not str:
-        raise _bad()
+        raise messages.bad_metric_name(key)
+    try:
+        return _normalize(key, value)
+    except _NotANumber:
+        raise messages.bad_metric_value(key, value) from None
+
+
+def _normalize(key: str, value):
     if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
         if getattr(value, "ndim", 0) == 0:
             value = value.item() if hasattr(value, "item") else value
@@ -134,7 +139,7 @@ def _type_mismatch(stored: str, current: int, new: int) -> ValueError:
 
 def _sort_key(k):
     if type(k) is not str:
-        raise _bad()
+        raise messages.bad_metric_name(k)
     return k
 
 
