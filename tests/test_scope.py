@@ -4,6 +4,7 @@ Expected trees are those real Proton 3.9 writes for the same calls (the oracle r
 ``conformance/scenarios/scope.py``); metric values on scopes are in ``test_metric.py``,
 threads and sessions seen from a scope in ``test_context.py``.
 """
+import json
 import threading
 
 import pytest
@@ -127,6 +128,78 @@ def test_scope_ids_are_still_allocated_while_every_session_is_deactivated():
     proton.finalize()
     assert [b - a, c - a] == [1, 2]
     assert written("deact") == {"x": {}}
+
+
+@pytest.mark.parametrize("metrics, error", [({"m": "x"}, TypeError), ([("m", 1)], AttributeError)],
+                         ids=["bad_value", "not_a_dict"])
+def test_a_scope_whose_metrics_are_refused_is_closed_again(metrics, error):
+    # Proton leaves it open: after three refusals the next scope lands at ROOT/s/s/s/good
+    proton.start("r", backend="host")
+    for _ in range(3):
+        with pytest.raises(error):
+            with proton.scope("s", metrics):
+                pass
+    with proton.scope("good", {"g": 1}):
+        pass
+    proton.finalize()
+    assert written("r") == {"s": {}, "good": {"g": 1}}
+
+
+@pytest.mark.parametrize("data", ["tree", "trace"])
+def test_a_type_mismatch_on_scope_entry_closes_the_scope_and_clears_the_state(data):
+    # Proton: the scope stays open; the state is cleared (its metadata_state exits)
+    sid = proton.start("mm", backend="host", data=data)
+    with proton.state("u"):
+        with proton.scope("s", {"v": 1}):
+            pass
+    with proton.state("u"):
+        with pytest.raises(ValueError, match="Metric value type mismatch"):
+            with proton.scope("s", {"v": 1.5}):
+                pass
+        assert proton.context.depth(sid) == 0
+        with proton.scope("after"):
+            pass
+    proton.finalize()
+    if data == "tree":
+        assert written("mm") == {"s": {}, "s/u": {"v": 1}, "after": {}}
+    else:
+        events = json.load(open("mm.chrome_trace"))["traceEvents"]
+        assert [e["args"]["call_stack"] for e in events][-1] == ["ROOT", "after"]
+
+
+def test_refused_metrics_of_enter_scope_leave_nothing_to_exit():
+    proton.start("es", backend="host")
+    with pytest.raises(TypeError):
+        proton.enter_scope("a", metrics={"m": None})
+    with pytest.raises(IndexError):
+        proton.exit_scope()
+    with proton.scope("b"):
+        pass
+    proton.finalize()
+    assert written("es") == {"a": {}, "b": {}}
+
+
+def test_refused_metrics_of_exit_scope_still_close_the_scope():
+    # Proton pops the entry but leaves the scope open: later scopes nest under it
+    proton.start("xs", backend="host")
+    proton.enter_scope("a")
+    with pytest.raises(TypeError):
+        proton.exit_scope(metrics={"m": "x"})
+    with proton.scope("b"):
+        pass
+    proton.finalize()
+    assert written("xs") == {"a": {}, "b": {}}
+
+
+def test_a_refused_cpu_time_still_closes_the_cpu_timed_scope():
+    proton.start("ct", backend="host")
+    with pytest.raises(ValueError, match="current=double, new=int64_t"):
+        with proton.cpu_timed_scope("c", {"cpu_time (ns)": 1.5}):  # a double, then the measured int
+            pass
+    with proton.scope("b"):
+        pass
+    proton.finalize()
+    assert written("ct") == {"c": {"cpu_time (ns)": 1.5}, "b": {}}
 
 
 # --- enter_scope / exit_scope ---------------------------------------------------------------

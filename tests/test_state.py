@@ -5,6 +5,7 @@ node named after the state, which receives the scope's metrics.  Expected trees 
 real Proton 3.9 writes (``conformance/scenarios/state.py``); kernels under states are in
 ``test_kernel_attribution.py``.
 """
+import json
 import threading
 
 import pytest
@@ -122,6 +123,27 @@ def test_cpu_timed_scope_time_goes_to_its_state_child():
     proton.finalize()
     tree = written("ct")
     assert tree["c"] == {} and list(tree["c/w"]) == ["cpu_time (ns)"]
+
+
+@pytest.mark.parametrize("data", ["tree", "trace"])
+def test_the_state_stays_set_after_a_cpu_timed_scope_closes(data):
+    # Proton adds the cpu_time outside metadata_state, so the state is still set for later scopes
+    proton.start("keep", backend="host", data=data)
+    with proton.state("s"):
+        with proton.cpu_timed_scope("c"):
+            pass
+        with proton.scope("a", {"m": 1}):
+            pass
+        with proton.scope("b"):
+            pass
+    proton.finalize()
+    if data == "tree":
+        tree = written("keep")
+        assert list(tree) == ["c", "c/s", "a", "a/s", "b"] and tree["a/s"] == {"m": 1}
+    else:
+        events = json.load(open("keep.chrome_trace"))["traceEvents"]
+        assert [e["args"]["call_stack"] for e in events] == [["ROOT", "c", "s"], ["ROOT", "a", "s"], ["ROOT", "b"]]
+        assert [e["name"].split(":")[0] for e in events] == ["s", "s", "b"]
 
 
 def test_state_decorator_sets_the_state_around_each_call():

@@ -21,7 +21,7 @@ from .threads import tls, thread_ctx
 from .flags import flags
 from .metric_values import transform_tensor_metrics
 from .tensor_metrics import add_tensor_metrics
-from ..tree import callpath
+from ..tree import callpath, messages
 from ..tree import metrics as _tmetrics
 from ..tree.metrics import (DOUBLE, I64_MAX, I64_MIN, INT, PTY, SMALL_MAX, SMALL_MIN, add_planned,
                             add_value)
@@ -78,8 +78,22 @@ def _push(ctx, v, sid: int, name: str) -> int:
     return node
 
 
+def _abandon(ctx, sid, metrics) -> None:
+    """Close scope ``sid`` whose ``metrics`` were refused (a type error, a type mismatch):
+    the caller raises and no ``__exit__`` follows, so nothing may stay open (Proton leaves it
+    open).  The state goes first, as Proton's ``metadata_state`` exit clears it.  Metrics
+    that are not a dict at all get the one error that says so, whatever broke first."""
+    general_path.clear_state_after_metrics(ctx)
+    _exit(sid)
+    if not hasattr(metrics, "items"):
+        raise messages.metrics_not_a_dict(metrics) from None
+
+
 def _enter(obj, metrics) -> int:
-    """Enter a scope for ``obj`` (anything with ``name``); store targets on it; return the id."""
+    """Enter a scope for ``obj`` (anything with ``name``); store targets on it; return the id.
+
+    If the metrics are refused, the scope is closed again before the error propagates.
+    """
     sid = next(_ids)
     name = obj.name
     try:
@@ -91,14 +105,22 @@ def _enter(obj, metrics) -> int:
         node = _push(ctx, v, sid, name)
         obj._targets = ((v, node),)
         if metrics:
-            if not add_planned(v.flexes, node, metrics, v.plans):
-                _add_scope_metrics(ctx, sid, obj._targets, metrics)
-            elif ctx.state is not None:
-                general_path.clear_state_after_metrics(ctx)
+            try:
+                if not add_planned(v.flexes, node, metrics, v.plans):
+                    _add_scope_metrics(ctx, sid, obj._targets, metrics)
+                elif ctx.state is not None:
+                    general_path.clear_state_after_metrics(ctx)
+            except BaseException:
+                _abandon(ctx, sid, metrics)
+                raise
         return sid
     obj._targets = general_path.enter(ctx, name, sid)
     if metrics:
-        _add_scope_metrics(ctx, sid, obj._targets, metrics)
+        try:
+            _add_scope_metrics(ctx, sid, obj._targets, metrics)
+        except BaseException:
+            _abandon(ctx, sid, metrics)
+            raise
     return sid
 
 
@@ -192,40 +214,45 @@ class scope:
             log.append(node)
         m = self.metrics
         if m:
-            if len(m) == 1:
-                # one plain number under a key seen before: tree.metrics.add_plain, inlined (the
-                # plan of add_planned would cost more than it saves for one key)
-                for k in m:
-                    break
-                info = _scalar_keys.get(k)
-                if info is not None:
-                    val = m[k]
-                    t = type(val)
-                    if t is float:
-                        vt = DOUBLE
-                    elif t is int and (SMALL_MIN <= val <= SMALL_MAX  # cheap compare first
-                                       or I64_MIN <= val <= I64_MAX):
-                        vt = INT
-                    else:
-                        vt = None
-                    if vt is not None:
-                        stored = info[0]
-                        for flex in v.flexes:
-                            nm = flex.get(node)
-                            if nm is not None:
-                                cur = nm.get(stored)
-                                if cur is not None and cur[1] == vt and cur[0] != PTY:
-                                    cur[2] += val
-                                    continue
-                            add_value(flex, node, stored, info[1], vt, val)
-                        if st is not None:
-                            general_path.clear_state_after_metrics(ctx)
-                        return self
-            if add_planned(v.flexes, node, m, v.plans):
-                if st is not None:
-                    general_path.clear_state_after_metrics(ctx)
-            else:
-                _add_scope_metrics(ctx, sid, ((v, node),), m)
+            try:
+                if len(m) == 1:
+                    # one plain number under a key seen before: tree.metrics.add_plain, inlined (the
+                    # plan of add_planned would cost more than it saves for one key)
+                    for k in m:
+                        break
+                    info = _scalar_keys.get(k)
+                    if info is not None:
+                        val = m[k]
+                        t = type(val)
+                        if t is float:
+                            vt = DOUBLE
+                        elif t is int and (SMALL_MIN <= val <= SMALL_MAX  # cheap compare first
+                                           or I64_MIN <= val <= I64_MAX):
+                            vt = INT
+                        else:
+                            vt = None
+                        if vt is not None:
+                            stored = info[0]
+                            for flex in v.flexes:
+                                nm = flex.get(node)
+                                if nm is not None:
+                                    cur = nm.get(stored)
+                                    if cur is not None and cur[1] == vt and cur[0] != PTY:
+                                        cur[2] += val
+                                        continue
+                                add_value(flex, node, stored, info[1], vt, val)
+                            if st is not None:
+                                general_path.clear_state_after_metrics(ctx)
+                            return self
+                if add_planned(v.flexes, node, m, v.plans):
+                    if st is not None:
+                        general_path.clear_state_after_metrics(ctx)
+                else:
+                    _add_scope_metrics(ctx, sid, ((v, node),), m)
+            except BaseException:  # refused metrics: the scope must not stay open
+                self.id = None
+                _abandon(ctx, sid, m)
+                raise
         return self
 
     def __exit__(self, exc_type, exc_value, traceback):
@@ -295,10 +322,14 @@ class cpu_timed_scope(scope):
     def _exit_scope(self):
         if not flags.profiling_on:
             return
-        if self.start_time is not None and self.id is not None:
-            elapsed = time.perf_counter_ns() - self.start_time
-            _add_scope_metrics(thread_ctx(), self.id, self._targets, {"cpu_time (ns)(exc)": elapsed})
-        if self.id is not None:
+        if self.id is None:
+            return
+        try:
+            if self.start_time is not None:
+                elapsed = time.perf_counter_ns() - self.start_time
+                # added directly, as Proton does (not inside metadata_state): the state stays set
+                general_path.add_metrics(thread_ctx(), self.id, self._targets, {"cpu_time (ns)(exc)": elapsed})
+        finally:  # a refused cpu_time (a float "cpu_time (ns)" given at entry) still closes the scope
             _exit(self.id)
 
     def __enter__(self):
@@ -361,8 +392,10 @@ def exit_scope(name: Optional[str] = None, *, metrics: Optional[dict[str, Any]] 
     if name and name != popped:
         _exit(sid)
         raise ValueError(f"Scope name mismatch: {name} != {popped}")
-    if metrics:
-        targets = ((v, node),) if v is not None else node
-        _add_scope_metrics(thread_ctx(), sid, targets, metrics)
-    _exit(sid)
+    try:
+        if metrics:
+            targets = ((v, node),) if v is not None else node
+            _add_scope_metrics(thread_ctx(), sid, targets, metrics)
+    finally:  # refused metrics still close the scope (Proton leaves it open)
+        _exit(sid)
     return sid

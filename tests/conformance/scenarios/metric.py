@@ -148,3 +148,16 @@ def metric_bad_value_kinds(proton, out, rec):
         except TypeError as e:
             rec(str(i), str(e))
     proton.finalize()
+
+
+def refused_scope_metrics_leave_no_scope_open(proton, out, rec):
+    proton.start(out("r"))
+    for i in range(3):
+        try:
+            with proton.scope("s", {"m": "x"}):
+                pass
+        except TypeError as e:
+            rec(f"error{i}", f"{type(e).__name__}: {e}")
+    with proton.scope("good", {"g": 1}):
+        pass
+    proton.finalize()

@@ -128,3 +128,27 @@ def state_at_enter_gone_at_exit(proton, out, rec):
             pass
     proton.exit_scope()
     proton.finalize()
+
+
+def state_survives_cpu_timed_scope(proton, out, rec):
+    proton.start(out("cs"))
+    with proton.state("s"):
+        with proton.cpu_timed_scope("c"):
+            pass
+        with proton.scope("a", {"m": 1}):
+            pass
+        with proton.scope("b"):
+            pass
+    proton.finalize()
+
+
+def state_survives_cpu_timed_scope_in_trace(proton, out, rec):
+    proton.start(out("ct"), data="trace")
+    with proton.state("s"):
+        with proton.cpu_timed_scope("c"):
+            pass
+        with proton.scope("a", {"m": 1}):
+            pass
+        with proton.scope("b"):
+            pass
+    proton.finalize()
