@@ -6,7 +6,7 @@ its environment check.
 
 ``backend=None`` picks what the active Triton driver targets: ``cupti`` on CUDA,
 ``rocprofiler`` (else ``roctracer``) on ROCm; when no GPU driver or runtime is usable the
-host-only backend is chosen and one ``UserWarning`` says what was missing.
+host-only backend is chosen and one ``UserWarning`` says why in one line.
 """
 from __future__ import annotations
 
@@ -137,22 +137,40 @@ def target_backend():
         return e
 
 
-def auto_select() -> str:
-    """Resolve ``backend=None`` to a backend name (see module docstring)."""
-    global _warned
+def host_reason(target) -> str:
+    """Why there is no GPU backend for Triton's ``target`` (what :func:`target_backend` gave),
+    in a few words: ``"triton is not installed"``, ``"no GPU driver"``, ..."""
+    if isinstance(target, ImportError):
+        if (target.name or "").split(".")[0] == "triton":
+            return "triton is not installed"
+        return f"triton cannot be imported ({type(target).__name__}: {target})"
+    if isinstance(target, BaseException):
+        return "no GPU driver"
+    return f"no profiler for Triton's target {target!r}"
+
+
+def choose():
+    """Resolve ``backend=None``: ``(backend name, None)``, or ``("host", why)`` when no GPU
+    backend applies (see :func:`host_reason`)."""
     target = target_backend()
     if target == "cuda":
-        return "cupti"
+        return "cupti", None
     if target == "hip":
         try:
             from .rocprof import load_rocprofiler  # imported on ROCm only (see _cupti)
             load_rocprofiler()
-            return "rocprofiler"
+            return "rocprofiler", None
         except Exception:
-            return "roctracer"
-    if not _warned:
+            return "roctracer", None
+    return "host", host_reason(target)
+
+
+def auto_select() -> str:
+    """Resolve ``backend=None`` to a backend name (see module docstring)."""
+    global _warned
+    name, why = choose()
+    if why is not None and not _warned:
         _warned = True
-        why = f"{type(target).__name__}: {target}" if isinstance(target, BaseException) else f"target {target!r}"
-        warnings.warn(f"proton_ctypes: no usable GPU driver ({why}); using the host-only backend: "
-                      "scopes, states and metrics are recorded, kernels are not", UserWarning, stacklevel=3)
-    return "host"
+        warnings.warn(f"proton_ctypes: {why}: host-only backend (no kernel records); "
+                      'backend="host" silences this', UserWarning, stacklevel=3)
+    return name
