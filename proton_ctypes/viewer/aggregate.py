@@ -40,12 +40,13 @@ and may be repeated); each side is aggregated with the same ``--agg`` and then c
 (:mod:`.diff`, :mod:`.gate`).
 """
 
+import itertools
 import math
 
 import numpy as np
 
 from .filters import EmptyFilter, filter_frames
-from .metrics import derive_metrics
+from .metrics import derive_metrics, metric_label
 from .loader import (ProfileFormatError, build_profile, flatten, load_document, no_gc, read, read_raw,
                    split_document)
 from .rollup import update_inclusive_columns
@@ -67,14 +68,20 @@ def _new_node(node):
     return {"frame": dict(node["frame"]), "metrics": dict(node.get("metrics") or {}), "children": []}
 
 
+def _is_vector(v):
+    return type(v) is list and all(type(x) in _NUMBER for x in v)
+
+
 def _add_metrics(into, metrics):
-    """Add ``metrics`` to ``into``: numbers are summed, a missing (``None``) value takes the other one,
-    anything else keeps the first value."""
+    """Add ``metrics`` to ``into``: numbers are summed, vectors element by element (the shorter one
+    padded with 0), a missing (``None``) value takes the other one, anything else keeps the first value."""
     for key, value in metrics.items():
         if key not in into or into[key] is None:
             into[key] = value
         elif type(value) in _NUMBER and type(into[key]) in _NUMBER:
             into[key] += value
+        elif _is_vector(value) and _is_vector(into[key]):
+            into[key] = [a + b for a, b in itertools.zip_longest(into[key], value, fillvalue=0)]
 
 
 def _merge_devices(merged, origin, devices, label, note):
@@ -135,6 +142,8 @@ def scale_document(document, divisor):
         for key, value in metrics.items():
             if _is_number(value):
                 metrics[key] = value / divisor
+            elif _is_vector(value):
+                metrics[key] = [x / divisor for x in value]
         stack.extend(node["children"])
     return document
 
@@ -260,6 +269,14 @@ def max_ranks(profile, per, ranks, path_ids):
     return [None if none[row] else ranks[i] for row, i in enumerate(best.tolist())]
 
 
+def note_vectors(profile, metrics, note):
+    """Say (``note``) which of the asked ``metrics`` are vectors, shown as the sums of their elements."""
+    asked = {m.split("/")[0].lower() for m in metrics}
+    for key in sorted(profile.vector_metrics):
+        if key.lower() in asked or metric_label(key) in asked:
+            note(f"{key} is a vector metric: each node shows the sum of its elements")
+
+
 def load(inputs, metrics, agg="sum", include=None, exclude=None, threshold=None, with_rank=False,
          note=lambda text: None):
     """Read, aggregate, derive and filter ``inputs``; return ``(profile, columns, ranks or None)``.
@@ -271,6 +288,7 @@ def load(inputs, metrics, agg="sum", include=None, exclude=None, threshold=None,
         raise ValueError(f"unknown aggregation {agg!r} (use one of {', '.join(AGGREGATIONS)})")
     if inputs.single and not with_rank:
         profile = read(inputs.single)
+        note_vectors(profile, metrics, note)
         columns = derive_metrics(profile, metrics)
         return filter_frames(profile, include, exclude, threshold, columns[0]), columns, None
     with no_gc():
@@ -285,6 +303,7 @@ def load(inputs, metrics, agg="sum", include=None, exclude=None, threshold=None,
             per = [_input_values(d, label, metrics, include, exclude, path_ids)
                    for d, label in zip(documents, labels)]
     update_inclusive_columns(profile)
+    note_vectors(profile, metrics, note)
     columns = derive_metrics(profile, metrics)
     profile = filter_frames(profile, include, exclude)
     if agg in ("min", "max"):

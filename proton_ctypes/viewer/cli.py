@@ -18,13 +18,17 @@ Extras: ``.hatchet_msgpack`` input, ``--fail-if`` (see :mod:`.gate`), ``-f json`
 or a period-series prefix, ``-diff`` too (see :mod:`.inputs`), aggregated with ``--agg sum|mean|min|max``,
 with ``--max-rank`` naming the straggler rank per node (see :mod:`.aggregate`).  One positional file is
 shown exactly as before.  Proton rejects unknown options by the same check that rejects a second file
-(``AssertionError: Must specify a file to read``); we keep that message for an argument that starts with
-``-`` and for no file at all.
+(``AssertionError: Must specify a file to read``); we keep that message for no file at all, and name an
+unknown option (``proton-viewer: error: unrecognized arguments: --bogus``, exit code 2), as we name a ``-i``
+or ``-e`` that is not a regular expression.
 """
 
 import argparse
 import os
+import re
 import sys
+
+from .._version import __version__
 
 from . import aggregate
 from . import gate as gate_mod
@@ -87,6 +91,7 @@ def build_parser():
     p = _Parser(prog="proton-viewer", formatter_class=argparse.RawTextHelpFormatter,
                 description="Show a Proton profile (.hatchet or .hatchet_msgpack) as a tree.\n\n" + _INPUTS_HELP,
                 usage="proton-viewer [options] FILE [FILE ...]")
+    p.add_argument("--version", action="version", version=f"proton-viewer (proton_ctypes) {__version__}")
     p.add_argument("-l", "--list", action="store_true", help=_LIST_HELP)
     p.add_argument("-m", "--metrics", type=str, default=None,
                    help="Comma-separated metrics to show: a metric of --list (summed over the subtree\n"
@@ -118,6 +123,17 @@ def build_parser():
                         "metric is largest at that node (ties: the input given first; rank=- if none has it).\n"
                         "-f json: \"max_rank\" per node. Not with -diff.")
     return p
+
+
+def check_patterns(args):
+    """A ``-i``/``-e`` that is not a regular expression is a usage error naming the option."""
+    for option, pattern in (("-i/--include", args.include), ("-e/--exclude", args.exclude)):
+        if pattern is None:
+            continue
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise UsageError(f"argument {option}: not a regular expression: {pattern!r} ({e})") from None
 
 
 def show_metrics(inputs, write, note=lambda text: None):
@@ -191,8 +207,12 @@ def main(argv=None):
     out, err = sys.stdout, sys.stderr
     try:
         args, rest = build_parser().parse_known_args(argv)
-        if not rest or any(arg.startswith("-") for arg in rest):  # no file, or an unknown option
+        unknown = [arg for arg in rest if arg.startswith("-")]
+        if unknown:
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)}")
+        if not rest:
             raise AssertionError("Must specify a file to read")
+        check_patterns(args)
         return run(args, rest, out.write, err.write)
     except UsageError as e:
         err.write(f"proton-viewer: error: {e} (see --help)\n")

@@ -6,6 +6,10 @@ frames are removed as Proton's viewer does: launch-metadata frames (``__proton_l
 ``__proton_launch_metadata:*``) with their subtrees, nodes with neither metrics nor children, and nodes whose
 children were all removed.  Metric columns are the union of all metric keys, in order of first appearance;
 the metrics of ROOT are the profile's "inclusive" metrics and get ``<m> (inc)`` subtree sums.
+
+A vector metric (``{"vec": [1, 2]}``, which Proton 3.9 stores) becomes a column of the sums of its elements
+(``nan`` where an element is ``null``), so it can be shown, filtered and rolled up like any number; its
+name is kept in ``Profile.vector_metrics`` so that the command can say so.
 """
 
 import gc
@@ -60,6 +64,15 @@ def load_document(path):
         return msgpack_deep.unpackb(data)
     except (ValueError, TypeError) as e:
         raise ProfileFormatError(f"{path}: neither JSON nor a valid MessagePack profile ({e})") from None
+
+
+def vector_sum(value):
+    """The sum of a vector metric's elements (``nan`` if one is ``null``); other values unchanged."""
+    if type(value) is not list or not all(type(x) in (int, float) or x is None for x in value):
+        return value
+    if any(x is None for x in value):
+        return float("nan")
+    return sum(value)
 
 
 def no_data_error(path):
@@ -177,9 +190,12 @@ def build_profile(document, path="<profile>"):
             keys.update(nodes[i]["metrics"])
     if any(type(key) is not str for key in keys):
         raise _bad(path, "a metric name is not a string")
-    columns = {key: to_column([m.get(key) for m in metrics]) for key in keys if key != NAME}
+    vectors = {key for key in keys if key != NAME and any(type(m.get(key)) is list for m in metrics)}
+    columns = {key: to_column([vector_sum(m.get(key)) for m in metrics] if key in vectors
+                              else [m.get(key) for m in metrics]) for key in keys if key != NAME}
 
     profile = Profile(names, parent, children, depth, columns, device_info)
+    profile.vector_metrics = vectors
     root_keys = [k for k in metrics[0] if k != NAME]
     profile.exc_metrics = [k for k in root_keys if "(inc)" not in k]
     profile.inc_metrics = [k for k in root_keys if "(inc)" in k]

@@ -32,6 +32,7 @@ class Profile:
         self.exc_metrics = []  # hatchet's exc_metrics: rolled up into "<m> (inc)" after every filter
         self.inc_metrics = []  # hatchet's inc_metrics
         self.file_metrics = []  # the metric keys found in the file (no derived or roll-up columns)
+        self.vector_metrics = set()  # file metrics holding vectors (their columns hold element sums)
 
     def __len__(self):
         return len(self.names)
@@ -69,6 +70,7 @@ class Profile:
         sub.exc_metrics = list(self.exc_metrics)
         sub.inc_metrics = list(self.inc_metrics)
         sub.file_metrics = list(self.file_metrics)
+        sub.vector_metrics = set(self.vector_metrics)
         return sub
 
 

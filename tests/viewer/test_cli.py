@@ -70,8 +70,6 @@ def test_list_takes_precedence_over_metrics(ref_dir):
     (["-m", "time", "-i", "a", "-e", "b", "nested.hatchet"], "ValueError: Cannot specify both include and exclude"),
     (["-m", "time/xx", "nested.hatchet"], "ValueError: Unsupported unit xx"),
     (["-m", "time"], "AssertionError: Must specify a file to read"),
-    (["-m", "time", "nested.hatchet", "-z"], "AssertionError: Must specify a file to read"),
-    (["-m", "time", "--unknown-option", "nested.hatchet"], "AssertionError: Must specify a file to read"),
     (["-m", "time", "-e", "ROOT", "nested.hatchet"],
      "EmptyFilter: The provided filter would have produced an empty GraphFrame."),
     (["-m", "avg_time/us", "cpu_timed.hatchet", "-i", "nothing_matches"],
@@ -98,6 +96,13 @@ def test_a_failing_format_after_the_tree_keeps_the_printed_tree(tmp_path):
     (["-d", "deep"], "argument -d/--depth: invalid int value: 'deep'"),
     (["-t", "high"], "argument -t/--threshold: invalid float value: 'high'"),
     (["-m"], "argument -m/--metrics: expected one argument"),
+    # Proton: "AssertionError: Must specify a file to read", naming neither the option nor the pattern
+    (["-z"], "unrecognized arguments: -z"),
+    (["--unknown-option", "--bogus"], "unrecognized arguments: --unknown-option --bogus"),
+    (["-i", "[unclosed"], "argument -i/--include: not a regular expression: '[unclosed' "
+                          "(unterminated character set at position 0)"),
+    (["-e", "a(b"], "argument -e/--exclude: not a regular expression: 'a(b' "
+                    "(missing ), unterminated subpattern at position 1)"),
 ])
 def test_usage_errors_are_one_line_with_exit_2(argv, message, ref_dir):
     result = run_viewer(["-m", "time"] + argv + ["nested.hatchet"] if argv != ["-m"] else argv, cwd=ref_dir)

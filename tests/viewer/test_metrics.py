@@ -104,3 +104,38 @@ def test_util_on_amd_uses_the_arch_tables(tmp_path, device_type, arch, flops_per
     peak = flops_per_clock * 132 * 1980000 * 1e3 / 1
     expected = max(1e9 / peak, 1e6 / bandwidth) / 1e-6
     assert _values(tmp_path, doc, "util") == ["nan", f"{expected:.3f}"]
+
+
+# --- vector metrics (Proton 3.9 stores {"vec": [1, 2]}; its viewer fails on them) ------------
+
+VECTORS = [node("ROOT", {}, [node("a", {"vec": [1, 2], "n": 1, "vd": [1.5, None]}),
+                             node("b", {"vec": [3, 4, 5]})]), {}]
+
+
+def test_a_vector_metric_shows_the_sum_of_its_elements_and_says_so(tmp_path):
+    # Proton's viewer (and ours before): TypeError: ufunc 'isfinite' not supported ...
+    write_json(VECTORS, tmp_path / "v.hatchet")
+    result = run_viewer(["-m", "vec,vd,n", "v.hatchet"], cwd=tmp_path)
+    assert (result.code, result.out) == (0, "nan nan nan ROOT\n├─ 3.000 nan 1.000 a\n└─ 12.000 nan nan b\n\n")
+    assert result.err == ("proton-viewer: note: vd is a vector metric: each node shows the sum of its elements\n"
+                          "proton-viewer: note: vec is a vector metric: each node shows the sum of its elements\n")
+
+
+def test_a_vector_metric_not_shown_is_not_mentioned(tmp_path):
+    write_json(VECTORS, tmp_path / "v.hatchet")
+    result = run_viewer(["-m", "n", "v.hatchet"], cwd=tmp_path)
+    assert (result.code, result.err) == (0, "")
+
+
+def test_a_vector_metric_at_root_rolls_up_its_sums(tmp_path):
+    doc = [node("ROOT", {"vec": [0, 0]}, [node("a", {"vec": [1, 2]}, [node("k", {"vec": [10, 20]})])]), {}]
+    assert _values(tmp_path, doc, "vec") == ["33.000", "33.000", "30.000"]
+
+
+@pytest.mark.parametrize("agg, expected", [("sum", ["nan", "6.000", "24.000"]), ("mean", ["nan", "3.000", "12.000"])])
+def test_vector_metrics_of_several_inputs_are_combined_element_by_element(tmp_path, agg, expected):
+    write_json(VECTORS, tmp_path / "r0.hatchet")
+    write_json(VECTORS, tmp_path / "r1.hatchet")
+    result = run_viewer(["-m", "vec", "r0.hatchet", "r1.hatchet", "--agg", agg], cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert [line.split(" ")[-2] for line in result.out.splitlines() if line] == expected
