@@ -1,6 +1,7 @@
 """Introspection of the shadow context."""
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 from .core import manager, signatures, threads
@@ -11,6 +12,9 @@ from .flags import flags
 def depth(session: Optional[int] = 0) -> Optional[int]:
     """Number of scopes open on the calling thread in ``session`` (None if profiling is off).
 
+    For a ``context="python"`` session it is the depth of the Python call stack, this
+    function's own frame included, as in Proton.
+
     Raises:
         IndexError: unknown session id.
     """
@@ -18,6 +22,12 @@ def depth(session: Optional[int] = 0) -> Optional[int]:
         return None
     signatures.check("depth", ("session", session, int))
     s = manager.get(session)
+    if s.context == "python":
+        frame, n = sys._getframe(), 0
+        while frame is not None:
+            n += 1
+            frame = frame.f_back
+        return n
     ctx = threads.thread_ctx()
     threads.ensure(ctx)
     for v in ctx.views:

@@ -98,7 +98,10 @@ def enter(ctx, name: str, sid: int):
     """Enter scope ``sid`` named ``name`` in every view and python session of the thread.
 
     Returns the targets ``[(view_or_session, node), ...]`` the scope's metrics go to.
+    A name that is not a ``str`` is refused even with no session to record it, as in Proton.
     """
+    if type(name) is not str:
+        raise signatures.scope_name(name)
     threads.ensure(ctx)
     st = ctx.state
     targets = []

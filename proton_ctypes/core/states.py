@@ -51,6 +51,8 @@ def _set(name) -> None:
 
 def _set_slow(ctx, name) -> None:
     """:func:`_set` for a thread without a fast-path view (several views, python context, ...)."""
+    if name is not None and type(name) is not str:  # refused even with no session, as in Proton
+        raise signatures.state_name(name)
     if not G.sessions:
         ctx.state = None
         return
