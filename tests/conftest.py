@@ -27,11 +27,8 @@ select.register("mock", MockBackend)
 warnings.filterwarnings("ignore", message="proton_ctypes: .*: host-only backend")
 
 
-@pytest.fixture(autouse=True)
-def clean_profiler(tmp_path, monkeypatch):
-    """Each test starts with no session, profiling off, in its own working directory."""
-    monkeypatch.chdir(tmp_path)
-    yield
+def reset_profiler():
+    """Finalize what is left and forget every session, state and open scope of this thread."""
     try:
         proton.finalize()
     except Exception:
@@ -44,6 +41,28 @@ def clean_profiler(tmp_path, monkeypatch):
     flags.profiling_on = False
     flags.command_line = False
     proton.hooks.HookManager.unregister()
+
+
+@pytest.fixture(autouse=True)
+def clean_profiler(tmp_path, monkeypatch):
+    """Each test starts with no session, profiling off, in its own working directory."""
+    monkeypatch.chdir(tmp_path)
+    yield
+    reset_profiler()
+
+
+try:  # the random-program tests (test_random_programs.py) need hypothesis, from the [test] extra
+    from hypothesis import HealthCheck, settings
+except ImportError:  # pragma: no cover - those tests skip
+    pass
+else:
+    #: CI: the random-program tests take about a minute in all
+    settings.register_profile("ci", max_examples=200, stateful_step_count=50, deadline=None, database=None,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    #: on demand (PROTON_CTYPES_HYPOTHESIS=long): many more and longer programs
+    settings.register_profile("long", max_examples=1000, stateful_step_count=80, deadline=None, database=None,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    settings.load_profile(os.environ.get("PROTON_CTYPES_HYPOTHESIS", "ci"))
 
 
 @pytest.fixture

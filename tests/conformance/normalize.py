@@ -123,6 +123,12 @@ def _norm_trace(doc):
         e["ts"] = "<t>"
         e["dur"] = "<t>"
         args = dict(e.get("args", {}))
+        stack = args.get("call_stack")
+        if stack and any(_own_frame(c) for c in stack):  # python context: splice the profiler's frames
+            args["call_stack"] = [c for c in stack if not _own_frame(c)]
+            leaf, sep, rest = e["name"].partition(": <")
+            if _own_frame(leaf):
+                e["name"] = args["call_stack"][-1] + sep + rest
         if "metrics" in args:
             args["metrics"] = {k: ("<t>" if k.startswith("cpu_time") else v) for k, v in args["metrics"].items()}
             if any(k.startswith("cpu_time") for k in args["metrics"]):
