@@ -115,3 +115,22 @@ def test_help_documents_the_gate_grammar():
     assert result.code == 0
     for text in ("--fail-if", "RULE  := [node: | total:] METRIC OP LIMIT", "--html", "json", "-diff"):
         assert text in result.out
+
+
+def test_the_readme_example_for_a_machine_without_a_gpu_shows_numbers(tmp_path):
+    # the README's viewer example used to be -m time/us, which shows nothing without kernels
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("### On a machine without a GPU", 1)[1]
+    script = section.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = section.split("```\n$ ", 1)[1].split("```", 1)[0].splitlines()
+    (tmp_path / "train.py").write_text(script)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    subprocess.run([sys.executable, "train.py"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    argv = shown[0].split()[1:]
+    proc = subprocess.run([sys.executable, "-m", "proton_ctypes.viewer"] + argv, cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == ""
+    rows, expected = proc.stdout.splitlines()[:3], shown[1:4]
+    assert [r.split()[-1] for r in rows] == [e.split()[-1] for e in expected] == ["ROOT", "step", "forward"]
+    assert [r.split()[-2] for r in rows] == [e.split()[-2] for e in expected]  # tokens: nan, 384.000, nan
+    assert all(float(r.split()[-3]) > 0 for r in rows[1:])  # the host time of each cpu_timed_scope, in ms
