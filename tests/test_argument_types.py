@@ -84,3 +84,15 @@ def test_a_rejected_scope_name_leaves_the_tree_unchanged(session):
         pass
     root = proton.data.get(session)[0]
     assert [c["frame"]["name"] for c in root["children"]] == ["ok"]
+
+
+@pytest.mark.parametrize("enter, what", [(lambda: proton.scope(3).__enter__(), "scope"),
+                                         (lambda: proton.enter_scope(3), "scope"),
+                                         (lambda: proton.state(5).__enter__(), "state")])
+def test_a_non_str_name_is_refused_even_with_no_session_to_record_it(tmp_path, monkeypatch, enter, what):
+    # as Proton: its bindings check the type whether or not a session records the scope
+    monkeypatch.chdir(tmp_path)
+    proton.finalize(proton.start("gone", backend="host"))  # profiling stays on, no session is left
+    with pytest.raises(TypeError) as e:
+        enter()
+    assert str(e.value) == f"a {what} name must be a str, not int ({3 if what == 'scope' else 5})"

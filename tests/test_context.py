@@ -5,6 +5,7 @@ A thread's stack in a session starts, at its first scope, as a copy of the curre
 the thread that started the session.  Expected values are those real Proton 3.9 gives
 (``conformance/scenarios/context.py``).
 """
+import sys
 import threading
 
 import pytest
@@ -44,6 +45,21 @@ def test_depth_of_an_unknown_session_raises_index_error():
     with pytest.raises(IndexError) as e:
         proton.context.depth(99)
     assert str(e.value) == "[PROTON] Session has not been initialized: 99"
+
+
+def test_depth_of_a_python_context_session_is_the_depth_of_the_python_stack():
+    # as Proton: every frame of the calling thread, depth's own included; scopes and states do not count
+    def frames():
+        f, n = sys._getframe(1), 0
+        while f is not None:
+            n += 1
+            f = f.f_back
+        return n
+    s = proton.start("py", backend="host", context="python")
+    here = frames()
+    with proton.scope("a"), proton.state("st"):
+        assert proton.context.depth(s) == here + 1
+    assert (lambda: proton.context.depth(s))() == here + 2
 
 
 def test_depth_in_a_new_thread_is_the_inherited_depth():
