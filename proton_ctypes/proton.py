@@ -23,7 +23,7 @@ import sys
 import traceback
 
 from ._version import __version__
-from .backends import modes, select
+from .backends import select
 from .core import manager
 from .flags import flags
 from .profile import finalize, start
@@ -125,9 +125,9 @@ def check_mode(mode, backend: str) -> None:
     if not mode or backend == "instrumentation":  # the instrumentation hook checks its own modes
         return
     try:
-        select.validate_mode(backend, mode)
+        select.parse_mode(backend, mode)
     except ValueError as e:
-        accepted = ", ".join(modes.MODES.get(backend, ())) or "none"
+        accepted = ", ".join(kind.value for kind in select.entry(backend).modes) or "none"
         raise CommandLineError(f"-m {mode}: {e} (modes of the {backend} backend: {accepted}; "
                                "or leave -m out)") from None
 

@@ -109,7 +109,7 @@ class RefusingHook(proton.hooks.hook.Hook):
 ], ids=["hook", "hook_that_cannot_activate", "context", "data", "mode", "backend", "name", "mode_with_hook"])
 def test_a_start_that_raises_leaves_no_session_behind(kwargs, error):
     # Proton creates the session before it rejects the hook: a later finalize writes it
-    from proton_ctypes.core.events import G
+    from proton_ctypes.core.registry import G
     kwargs.setdefault("backend", "host")
     with pytest.raises(error):
         proton.start(kwargs.pop("name", "left"), **kwargs)
