@@ -47,17 +47,25 @@ def test_output_format_names_are_case_insensitive():
     assert one_scope_file("HATCHET_MSGPACK")[0] == "w.hatchet_msgpack"
 
 
-def test_unknown_output_format_raises_writes_nothing_and_keeps_the_session():
+@pytest.mark.parametrize("one", [True, False], ids=["finalize_session", "finalize_all"])
+def test_unknown_output_format_raises_writes_nothing_and_keeps_the_session_deactivated(one):
+    # as Proton: finalize stops the session before it rejects the format
     s = proton.start("e", backend="host")
     with proton.scope("a"):
         pass
     with pytest.raises(ValueError) as e:
-        proton.finalize(s, "nope")
+        proton.finalize(s if one else None, "nope")
     assert str(e.value) == "[PROTON] Unknown output format: nope"
     assert os.listdir(".") == []
-    assert proton.data.get(s)[0]["children"][0]["frame"]["name"] == "a"
+    proton.start("other", backend="host")  # profiling on again (finalize() turned it off)
+    with proton.scope("not_recorded"):
+        pass
+    proton.activate(s)
+    with proton.scope("b"):
+        pass
+    assert [c["frame"]["name"] for c in proton.data.get(s)[0]["children"]] == ["a", "b"]
     proton.finalize(s, "HATCHET")
-    assert written("e") == {"a": {}}
+    assert written("e") == {"a": {}, "b": {}}
 
 
 @pytest.mark.parametrize("data,fmt", [("tree", "chrome_trace"), ("trace", "hatchet"), ("trace", "hatchet_msgpack")])

@@ -331,26 +331,35 @@ def _write_or_keep(s: Session, fmt: str) -> None:
         raise _not_written(s, e) from e
 
 
+def _finalize_or_keep(s: Session, output_format: str) -> None:
+    """Resolve the format and write ``s``; on any error ``s`` stays alive but deactivated, as
+    Proton leaves a session whose finalize failed (it stops the session first)."""
+    try:
+        _write_or_keep(s, resolve_format(s, output_format))
+    except Exception:
+        s.set_active(False)
+        registry.bump_epoch()
+        raise
+
+
 def finalize(session, output_format: str) -> None:
     """Write and destroy one session (silently nothing for unknown ids); a session whose
-    write fails stays alive."""
+    format is refused or whose write fails stays alive (deactivated)."""
     s = G.sessions.get(session)
     if s is None:
         return
-    fmt = resolve_format(s, output_format)
-    _write_or_keep(s, fmt)
+    _finalize_or_keep(s, output_format)
     report_dropped(s)
     destroy(s)
 
 
 def finalize_all(output_format: str) -> None:
     """Write and destroy every live session; the first error is raised after all are tried.
-    A session that could not be written stays alive."""
+    A session that could not be written stays alive (deactivated)."""
     first = None
     for s in list(G.sessions.values()):
         try:
-            fmt = resolve_format(s, output_format)
-            _write_or_keep(s, fmt)
+            _finalize_or_keep(s, output_format)
         except Exception as e:  # keep the session alive (Proton does so for a bad format)
             first = first or e
             continue

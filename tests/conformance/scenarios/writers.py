@@ -108,3 +108,20 @@ def trace_phases_and_threads(proton, out, rec):
     with proton.scope("p1"):
         pass
     proton.finalize()
+
+
+def failed_finalize_leaves_the_session_deactivated(proton, out, rec):
+    s = proton.start(out("kept"))
+    with proton.scope("a"):
+        pass
+    for fmt in ("nope", "chrome_trace"):
+        try:
+            proton.finalize(s, fmt)
+        except ValueError as e:
+            rec(fmt, str(e))
+    with proton.scope("while_deactivated"):
+        pass
+    proton.activate(s)
+    with proton.scope("after_activate"):
+        pass
+    proton.finalize()
