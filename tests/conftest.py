@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proton_ctypes as proton  # noqa: E402
 from proton_ctypes.backends import select  # noqa: E402
 from proton_ctypes.backends.mock import MockBackend  # noqa: E402
-from proton_ctypes.core import manager  # noqa: E402
+from proton_ctypes.core import manager, threads  # noqa: E402
 from proton_ctypes.core import scopes as _scopes  # noqa: E402
 from proton_ctypes.flags import flags  # noqa: E402
 
@@ -34,7 +34,7 @@ def reset_profiler():
     except Exception:
         pass
     manager.discard_all()  # a session whose write failed stays alive: it must not reach the next test
-    proton.exit_state()  # the state slot is per thread and outlives sessions
+    threads.thread_ctx().state = None  # the state slot is per thread and outlives a failed finalize
     # so does the enter_scope stack: a test that raised between enter_scope and exit_scope
     # must not hand its entries to the next test
     getattr(_scopes, "thread_local_scopes", threading.local()).__dict__.pop("scopes", None)

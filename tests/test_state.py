@@ -146,6 +146,41 @@ def test_the_state_stays_set_after_a_cpu_timed_scope_closes(data):
         assert [e["name"].split(":")[0] for e in events] == ["s", "s", "b"]
 
 
+def test_a_state_entered_or_left_while_no_session_is_active_changes_nothing():
+    # as Proton: the state slot is set through the active sessions
+    s = proton.start("idle", backend="host")
+    proton.deactivate(s)
+    proton.enter_state("ignored")
+    proton.activate(s)
+    with proton.scope("a", {"m": 1}):
+        pass
+    proton.enter_state("kept")
+    proton.deactivate(s)
+    proton.exit_state()
+    proton.activate(s)
+    with proton.scope("b", {"m": 1}):
+        pass
+    proton.finalize()
+    assert written("idle") == {"a": {"m": 1}, "b": {}, "b/kept": {"m": 1}}
+
+
+def test_a_successful_finalize_clears_the_state_of_the_thread_that_called_it():
+    # as Proton: the next session does not see the state; a failed finalize leaves it set
+    a = proton.start("one", backend="host")
+    b = proton.start("two", backend="host")
+    proton.enter_state("s")
+    with pytest.raises(ValueError):
+        proton.finalize(a, "nope")
+    with proton.scope("kept", {"m": 1}):
+        pass
+    proton.activate(a)
+    proton.finalize(a)
+    with proton.scope("cleared", {"m": 1}):
+        pass
+    proton.finalize(b)
+    assert written("two") == {"kept": {}, "kept/s": {"m": 1}, "cleared": {"m": 1}}
+
+
 def test_state_decorator_sets_the_state_around_each_call():
     proton.start("sd", backend="host")
 

@@ -364,3 +364,19 @@ def test_trace_thread_ids_are_kept_across_phases():
         pass
     proton.finalize()
     assert [(e["tid"], e["name"]) for e in trace_events("tp.part_1")[1]] == [(1, "p1")]
+
+
+def test_trace_events_check_metric_types_within_themselves_only():
+    # as Proton: each event holds its own metrics; a tree session would raise a type mismatch
+    proton.start("types", backend="host", data="trace")
+    for v in (1, 1.5, [1, 2], [1, 2, 3]):
+        with proton.scope("m", {"v": v}):
+            pass
+    proton.enter_scope("e", metrics={"x": 1})
+    with pytest.raises(ValueError, match=r"^\[PROTON\] Metric value type mismatch for valueId 0 \(x\): "
+                                         r"current=int64_t, new=double$"):
+        proton.exit_scope(metrics={"x": 2.5})
+    proton.finalize()
+    events = json.load(open("types.chrome_trace"))["traceEvents"]
+    assert [e["args"]["metrics"] for e in events] == [{"v": "1"}, {"v": "1.500000"}, {"v": "[1,2]"}, {"v": "[1,2,3]"},
+                                                      {"x": "1"}]

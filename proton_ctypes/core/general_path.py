@@ -184,18 +184,27 @@ def session_targets(targets):
 
 
 def add_metrics(ctx, sid, targets, scalar: dict) -> None:
-    """Validate ``scalar`` metrics (all or nothing) and add them at each target node."""
+    """Validate ``scalar`` metrics (all or nothing) and add them at each target node of a tree
+    session, and to the scope's trace event.
+
+    A trace event checks types within itself only (the metrics given at entry and at exit),
+    as in Proton: the same scope may carry an int in one event and a float in the next."""
     for s, node in session_targets(targets):
-        tmetrics.add((s.current.flex,), node, scalar)
+        if s.data != "trace":
+            tmetrics.add((s.current.flex,), node, scalar)
     rec = ctx.open_trace.get(sid) if ctx.open_trace else None
     if rec is not None:
         raw = rec[2]
-        for k in sorted(scalar):
-            _stored, _pty, vt, val = tmetrics.normalize(k, scalar[k])
+        items = [(k, tmetrics.normalize(k, scalar[k])) for k in sorted(scalar)]
+        for k, (stored, pty, vt, val) in items:
             cur = raw.get(k)
-            if cur is None or cur[0] != vt or _pty == tmetrics.PTY:
+            if cur is not None and cur[0] != vt:
+                raise tmetrics.type_mismatch(stored, cur[0], vt)
+            if cur is None or pty == tmetrics.PTY:
                 raw[k] = (vt, val)
             elif vt >= tmetrics.VINT:
+                if len(cur[1]) != len(val):
+                    raise tmetrics.size_mismatch(stored, len(cur[1]), len(val))
                 raw[k] = (vt, [a + b for a, b in zip(cur[1], val)])
             else:
                 raw[k] = (vt, cur[1] + val)

@@ -342,6 +342,13 @@ def _finalize_or_keep(s: Session, output_format: str) -> None:
         raise
 
 
+def _clear_this_threads_state() -> None:
+    """Proton clears the state of the thread that finalized a session."""
+    ctx = threads.thread_ctx()
+    if ctx.state is not None:
+        general_path.set_state(ctx, None)
+
+
 def finalize(session, output_format: str) -> None:
     """Write and destroy one session (silently nothing for unknown ids); a session whose
     format is refused or whose write fails stays alive (deactivated)."""
@@ -351,6 +358,7 @@ def finalize(session, output_format: str) -> None:
     _finalize_or_keep(s, output_format)
     report_dropped(s)
     destroy(s)
+    _clear_this_threads_state()
 
 
 def finalize_all(output_format: str) -> None:
@@ -368,6 +376,7 @@ def finalize_all(output_format: str) -> None:
         except Exception as e:
             first = first or e
         destroy(s)
+        _clear_this_threads_state()
     if first is not None:
         raise first
 

@@ -4,6 +4,8 @@
 ``<current scope path>/optimizer/<kernel>`` and puts a scope entered inside at
 ``<path>/<scope>/optimizer``.  A thread has a single state slot: the innermost state
 wins and leaving any state clears the slot (the outer one is not restored), as in Proton.
+Also as in Proton: entering or leaving a state while no session is active changes nothing,
+and a successful ``finalize`` clears the slot of the thread that called it.
 """
 from __future__ import annotations
 
@@ -50,11 +52,13 @@ def _set(name) -> None:
 
 
 def _set_slow(ctx, name) -> None:
-    """:func:`_set` for a thread without a fast-path view (several views, python context, ...)."""
+    """:func:`_set` for a thread without a fast-path view (several views, python context, ...).
+
+    As in Proton, a state entered or left while no session is active changes nothing (a
+    session activated later does not see it; one left stays set)."""
     if name is not None and type(name) is not str:  # refused even with no session, as in Proton
         raise signatures.state_name(name)
-    if not G.sessions:
-        ctx.state = None
+    if not G.active:
         return
     general_path.set_state(ctx, name)
 

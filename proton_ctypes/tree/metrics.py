@@ -131,10 +131,15 @@ def normalize_all(metrics: dict) -> list:
     return [normalize(k, metrics[k]) for k in sorted(metrics, key=_sort_key)]
 
 
-def _type_mismatch(stored: str, current: int, new: int) -> ValueError:
+def type_mismatch(stored: str, current: int, new: int) -> ValueError:
     """Proton's error for a value whose type differs from the one stored under ``stored``."""
     return ValueError(f"[PROTON] Metric value type mismatch for valueId 0 ({stored}): "
                       f"current={TYPE_NAMES[current]}, new={TYPE_NAMES[new]}")
+
+
+def size_mismatch(stored: str, current: int, new: int) -> ValueError:
+    """Proton's error for a summed vector whose length changes."""
+    return ValueError(f"[PROTON] Vector metric size mismatch for valueId 0 ({stored}): current={current}, new={new}")
 
 
 def _sort_key(k):
@@ -161,14 +166,13 @@ def _accumulate(node_metrics: dict, stored: str, pty: int, vt: int, val) -> None
         node_metrics[stored] = [pty, vt, list(val) if vt >= VINT else val]
         return
     if cur[1] != vt:
-        raise _type_mismatch(stored, cur[1], vt)
+        raise type_mismatch(stored, cur[1], vt)
     if cur[0] == PTY:
         cur[2] = list(val) if vt >= VINT else val
     elif vt >= VINT:
         old = cur[2]
         if len(old) != len(val):
-            raise ValueError(f"[PROTON] Vector metric size mismatch for valueId 0 ({stored}): "
-                             f"current={len(old)}, new={len(val)}")
+            raise size_mismatch(stored, len(old), len(val))
         cur[2] = [a + b for a, b in zip(old, val)]
     else:
         cur[2] = cur[2] + val

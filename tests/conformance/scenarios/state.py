@@ -152,3 +152,36 @@ def state_survives_cpu_timed_scope_in_trace(proton, out, rec):
         with proton.scope("b"):
             pass
     proton.finalize()
+
+
+def state_needs_an_active_session(proton, out, rec):
+    s = proton.start(out("idle"))
+    proton.deactivate(s)
+    proton.enter_state("ignored")
+    proton.activate(s)
+    with proton.scope("a", {"m": 1}):
+        pass
+    proton.enter_state("kept")
+    proton.deactivate(s)
+    proton.exit_state()
+    proton.activate(s)
+    with proton.scope("b", {"m": 1}):
+        pass
+    proton.finalize()
+
+
+def finalize_clears_the_state_of_its_thread(proton, out, rec):
+    a = proton.start(out("one"))
+    b = proton.start(out("two"))
+    proton.enter_state("s")
+    try:
+        proton.finalize(a, "nope")
+    except ValueError as e:
+        rec("error", str(e))
+    with proton.scope("kept", {"m": 1}):
+        pass
+    proton.activate(a)
+    proton.finalize(a)
+    with proton.scope("cleared", {"m": 1}):
+        pass
+    proton.finalize(b)

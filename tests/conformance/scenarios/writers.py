@@ -125,3 +125,13 @@ def failed_finalize_leaves_the_session_deactivated(proton, out, rec):
     with proton.scope("after_activate"):
         pass
     proton.finalize()
+
+
+def trace_events_check_metric_types_within_themselves(proton, out, rec):
+    proton.start(out("types"), data="trace")
+    for v in (1, 1.5, [1, 2], [1, 2, 3]):
+        with proton.scope("m", {"v": v, "w (pty)": v}):
+            pass
+    proton.enter_scope("e", metrics={"x": 1})
+    proton.exit_scope(metrics={"x": 2, "y": 0.5})
+    proton.finalize()
