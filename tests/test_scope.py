@@ -145,10 +145,9 @@ def test_a_scope_whose_metrics_are_refused_is_closed_again(metrics, error):
     assert written("r") == {"s": {}, "good": {"g": 1}}
 
 
-@pytest.mark.parametrize("data", ["tree", "trace"])
-def test_a_type_mismatch_on_scope_entry_closes_the_scope_and_clears_the_state(data):
+def test_a_type_mismatch_on_scope_entry_closes_the_scope_and_clears_the_state():
     # Proton: the scope stays open; the state is cleared (its metadata_state exits)
-    sid = proton.start("mm", backend="host", data=data)
+    sid = proton.start("mm", backend="host")
     with proton.state("u"):
         with proton.scope("s", {"v": 1}):
             pass
@@ -160,11 +159,20 @@ def test_a_type_mismatch_on_scope_entry_closes_the_scope_and_clears_the_state(da
         with proton.scope("after"):
             pass
     proton.finalize()
-    if data == "tree":
-        assert written("mm") == {"s": {}, "s/u": {"v": 1}, "after": {}}
-    else:
-        events = json.load(open("mm.chrome_trace"))["traceEvents"]
-        assert [e["args"]["call_stack"] for e in events][-1] == ["ROOT", "after"]
+    assert written("mm") == {"s": {}, "s/u": {"v": 1}, "after": {}}
+
+
+def test_a_type_mismatch_within_a_trace_event_closes_the_scope():
+    # Proton: the scope stays open and has no event
+    proton.start("mt", backend="host", data="trace")
+    proton.enter_scope("s", metrics={"v": 1})
+    with pytest.raises(ValueError, match="Metric value type mismatch"):
+        proton.exit_scope(metrics={"v": 1.5})
+    with proton.scope("after"):
+        pass
+    proton.finalize()
+    events = json.load(open("mt.chrome_trace"))["traceEvents"]
+    assert [e["args"]["call_stack"] for e in events] == [["ROOT", "s"], ["ROOT", "after"]]
 
 
 def test_refused_metrics_of_enter_scope_leave_nothing_to_exit():
