@@ -49,6 +49,7 @@ NAMES = ("p0", os.path.join("sub", "p1"), os.path.join("deep", "er", "p2"))
 SCOPES = ("a", "b", "c")
 STATES = ("s", "t")
 BASES = ("m", "n", "v", "flops", "bytes")
+ROOFLINE = ("flops", "bytes")
 SUFFIXES = ("", " (exc)", " (inc)", " (pty)")
 TYPES = ("int", "float", "vint", "vfloat")
 FINITE = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
@@ -201,6 +202,9 @@ class Programs(RuleBasedStateMachine):
             return None, True
         keys = data.draw(st.lists(st.tuples(st.sampled_from(BASES), st.sampled_from(SUFFIXES)), max_size=3,
                                   unique=True))
+        # a roofline key is converted only under its exact name ("flops" -> float, "flops (exc)" as
+        # given): with a suffix it would clash with the plain one stored under the same name
+        keys = list(dict.fromkeys((base, "" if base in ROOFLINE else suffix) for base, suffix in keys))
         pairs = [[base + suffix, self.value(data, base)] for base, suffix in keys]
         if choice == "valid" or not pairs and choice != "not_a_dict":
             return (["dict", pairs] if pairs else None), True

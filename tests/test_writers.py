@@ -380,3 +380,19 @@ def test_trace_events_check_metric_types_within_themselves_only():
     events = json.load(open("types.chrome_trace"))["traceEvents"]
     assert [e["args"]["metrics"] for e in events] == [{"v": "1"}, {"v": "1.500000"}, {"v": "[1,2]"}, {"v": "[1,2,3]"},
                                                       {"x": "1"}]
+
+
+def test_finalize_of_every_session_stops_at_the_first_one_whose_data_cannot_take_the_format():
+    # as Proton: the sessions after it are left as they are (alive, still recording)
+    tree = proton.start("tree", backend="host")
+    trace = proton.start("trace", backend="host", data="trace")
+    with pytest.raises(ValueError, match=r"^\[PROTON\] Output format not supported$"):
+        proton.finalize(None, "chrome_trace")
+    assert os.listdir(".") == []
+    proton.start("again", backend="host")  # profiling back on
+    with proton.scope("later"):
+        pass
+    assert proton.data.get(tree)[0]["children"] == []  # deactivated by the failed finalize
+    proton.finalize(trace)
+    events = json.load(open("trace.chrome_trace"))["traceEvents"]
+    assert [e["name"] for e in events] == ["later"]

@@ -331,15 +331,11 @@ def _write_or_keep(s: Session, fmt: str) -> None:
         raise _not_written(s, e) from e
 
 
-def _finalize_or_keep(s: Session, output_format: str) -> None:
-    """Resolve the format and write ``s``; on any error ``s`` stays alive but deactivated, as
-    Proton leaves a session whose finalize failed (it stops the session first)."""
-    try:
-        _write_or_keep(s, resolve_format(s, output_format))
-    except Exception:
-        s.set_active(False)
-        registry.bump_epoch()
-        raise
+def _keep_deactivated(s: Session) -> None:
+    """A session whose finalize failed stays alive but deactivated, as Proton leaves it (it
+    stops the session before it writes)."""
+    s.set_active(False)
+    registry.bump_epoch()
 
 
 def _clear_this_threads_state() -> None:
@@ -355,20 +351,34 @@ def finalize(session, output_format: str) -> None:
     s = G.sessions.get(session)
     if s is None:
         return
-    _finalize_or_keep(s, output_format)
+    try:
+        _write_or_keep(s, resolve_format(s, output_format))
+    except Exception:
+        _keep_deactivated(s)
+        raise
     report_dropped(s)
     destroy(s)
     _clear_this_threads_state()
 
 
 def finalize_all(output_format: str) -> None:
-    """Write and destroy every live session; the first error is raised after all are tried.
-    A session that could not be written stays alive (deactivated)."""
+    """Write and destroy every live session, in the order they were started.
+
+    A format a session's data cannot be written in stops there, as in Proton: that session
+    stays alive (deactivated) and the later ones are left as they are.  A session whose write
+    fails stays alive (deactivated) and the others are still written; the first such error is
+    raised at the end."""
     first = None
     for s in list(G.sessions.values()):
         try:
-            _finalize_or_keep(s, output_format)
-        except Exception as e:  # keep the session alive (Proton does so for a bad format)
+            fmt = resolve_format(s, output_format)
+        except Exception:
+            _keep_deactivated(s)
+            raise
+        try:
+            _write_or_keep(s, fmt)
+        except Exception as e:  # nothing of it is lost: it stays alive
+            _keep_deactivated(s)
             first = first or e
             continue
         try:
