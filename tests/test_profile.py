@@ -216,6 +216,18 @@ def test_activate_and_deactivate_without_a_session_act_on_every_session():
     assert written("a1") == written("a2") == {"on": {}}
 
 
+def test_a_scope_entered_while_deactivated_and_exited_after_activate_closes_quietly():
+    # Proton raises RuntimeError("[PROTON] Context stack is empty") at the exit; the files are the same
+    s = proton.start("da", backend="host")
+    proton.deactivate(s)
+    with proton.scope("unrecorded", {"m": 1}):
+        proton.activate(s)
+    with proton.scope("after"):
+        pass
+    proton.finalize()
+    assert written("da") == {"after": {}}
+
+
 def test_activate_and_deactivate_twice_are_harmless():
     s = proton.start("twice", backend="host")
     proton.activate(s)
