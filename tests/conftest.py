@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - those tests skip
     pass
 else:
     #: CI: the random-program tests take about a minute in all
-    settings.register_profile("ci", max_examples=200, stateful_step_count=50, deadline=None, database=None,
+    settings.register_profile("ci", max_examples=300, stateful_step_count=50, deadline=None, database=None,
                               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     #: on demand (PROTON_CTYPES_HYPOTHESIS=long): many more and longer programs
     settings.register_profile("long", max_examples=1000, stateful_step_count=80, deadline=None, database=None,
