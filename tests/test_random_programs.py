@@ -52,6 +52,10 @@ BASES = ("m", "n", "v", "flops", "bytes")
 ROOFLINE = ("flops", "bytes")
 SUFFIXES = ("", " (exc)", " (inc)", " (pty)")
 TYPES = ("int", "float", "vint", "vfloat")
+#: replays of a program before a difference from real Proton counts: Proton itself is not always
+#: deterministic with threads (once, its metrics of an enter_scope in a thread went missing, and 60
+#: replays of the same program matched)
+ORACLE_ATTEMPTS = 2
 FINITE = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
 #: exceptions each kind of call may raise (the documented ones); AttributeError only for
 #: metrics that are not a dict
@@ -359,9 +363,12 @@ class Programs(RuleBasedStateMachine):
             assert self.live() == {}, "finalize() left a session alive without an error"
             self.check_files()
             if self.workers is not None and self.comparable:
-                real, ours = self.workers.run(self.program, os.path.join(self.root, "replay"))
-                accept_deliberate_differences(self.program, real, ours)
-                problems = compare_dirs("random-program", real, ours)
+                for attempt in range(ORACLE_ATTEMPTS):
+                    real, ours = self.workers.run(self.program, os.path.join(self.root, f"replay{attempt}"))
+                    accept_deliberate_differences(self.program, real, ours)
+                    problems = compare_dirs("random-program", real, ours)
+                    if not problems:
+                        break
                 assert not problems, "\n".join([json.dumps(self.program)] + problems)
         finally:
             self.interp.end()
