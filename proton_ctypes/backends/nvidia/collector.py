@@ -31,7 +31,8 @@ from .parse import BufferParser, concat_columns, record_count
 #: Parse at once when no more than this many pool buffers are left to hand out.
 LOW_FREE_BUFFERS = 2
 #: Reclaim (``cuptiActivityFlushAll(0)``) when more buffers than Python threads plus this are
-#: out: CUPTI keeps a buffer per thread, also for threads that have exited, until a flush.
+#: out: CUPTI keeps a buffer per launching thread, and may keep that of a thread that stopped
+#: launching or ended until a flush returns it (not yet seen on a GPU; the fake does so).
 RECLAIM_SLACK_BUFFERS = 8
 #: ... at most once per this many seconds.
 RECLAIM_INTERVAL_S = 1.0
