@@ -149,8 +149,7 @@ class Backend:
 
     @property
     def dropped(self) -> int:
-        """How many records were lost so far (the sum of :meth:`lost`, unless a backend counts
-        them itself)."""
+        """How many records were lost so far (the sum of :meth:`lost`)."""
         return sum(count for count, _reason in self.lost())
 
     def push_external(self, external_id: int) -> None:

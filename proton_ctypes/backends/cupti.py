@@ -97,11 +97,6 @@ class CuptiBackend(Backend):
         self._atexit = False
 
     # ------------------------------------------------------------------ Backend protocol
-    @property
-    def dropped(self) -> int:
-        """Records lost, all reasons together (:meth:`lost`)."""
-        return sum(n for n, _ in self.lost())
-
     def lost(self) -> list:
         """``[(count, what)]`` for every way records were lost so far, each read as one phrase
         after its count: dropped by CUPTI, caught in spare buffers past the pool's ceiling,

@@ -80,10 +80,11 @@ class RocprofilerBackend(AmdCollection):
         self.rt: Optional[SdkRuntime] = None
 
     # ------------------------------------------------------------------ contract
-    @property
-    def dropped(self) -> int:
-        """Records rocprofiler-sdk dropped (buffer callback ``drop_count``) or we could not parse."""
-        return (self.rt.sdk_dropped if self.rt else 0) + self._parse_dropped
+    def lost(self) -> list:
+        """Records rocprofiler-sdk dropped (buffer callback ``drop_count``) and records we could not parse."""
+        out = [(self.rt.sdk_dropped if self.rt else 0, "activity records dropped by rocprofiler-sdk"),
+               (self._parse_dropped, "activity records we could not parse")]
+        return [(int(n), what) for n, what in out if n]
 
     def configure(self) -> SdkRuntime:
         """Load the library and register the tool (idempotent; once per process per library)."""

@@ -74,10 +74,12 @@ class RoctracerBackend(AmdCollection):
         self._properties = None
 
     # ------------------------------------------------------------------ contract
-    @property
-    def dropped(self) -> int:
-        """Records we could not parse (a buffer whose length is not a whole number of records)."""
-        return self.tracer_dropped + self._parse_dropped
+    def lost(self) -> list:
+        """Records roctracer dropped and records we could not parse (a buffer whose length is not a
+        whole number of records)."""
+        out = [(self.tracer_dropped, "activity records dropped by roctracer"),
+               (self._parse_dropped, "activity records we could not parse")]
+        return [(int(n), what) for n, what in out if n]
 
     def start(self, sink, mode: Mode = NO_MODE, python_context=None) -> None:
         """Check the environment, load roctracer, open the pool and start tracing."""

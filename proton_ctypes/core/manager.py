@@ -22,8 +22,6 @@ from ..writers import DEFAULT_FORMAT, FORMATS
 
 CONTEXTS = ("shadow", "python")
 DATA = ("tree", "trace")
-#: what a backend that only counts ``dropped`` lost
-LOST_RECORDS = "activity records dropped or unreadable"
 
 _ids = itertools.count(0)
 #: sessions by name (a start with a live name returns that session)
@@ -250,13 +248,8 @@ def write(s: Session, fmt: str) -> list:
 
 
 def backend_losses(backend: Backend) -> dict:
-    """``{what: count}`` of every record loss the backend has counted so far (``Backend.lost``;
-    a backend that only counts ``dropped`` gives one count)."""
-    lost = backend.lost()
-    if lost:
-        return {what: n for n, what in lost if n}
-    n = backend.dropped
-    return {LOST_RECORDS: n} if n else {}
+    """``{what: count}`` of every record loss the backend has counted so far (``Backend.lost``)."""
+    return {what: n for n, what in backend.lost() if n}
 
 
 def session_losses(s: Session) -> dict:
