@@ -66,45 +66,23 @@ def thread_cpu_s() -> dict:
 
 
 def enable(recipe: str):
-    """The backend's ``_enable_activity`` replacement for ``recipe``."""
+    """The backend's ``_enable_activity`` replacement for ``recipe``: its kinds, then its deny
+    list (which switches off ids of both API kinds; for a kind left off that changes nothing)."""
     from proton_ctypes.backends.nvidia import layout as L
-    from proton_ctypes.backends.nvidia.lib import DRIVER_LAUNCH_CBIDS, MAX_CBID, RUNTIME_LAUNCH_CBIDS
+    from proton_ctypes.backends.nvidia.lib import DRIVER_LAUNCH_CBIDS, RUNTIME_LAUNCH_CBIDS
 
-    def on(lib, kinds, enabled):
-        for kind in kinds:
-            lib.enable_kind(kind)
-            enabled.append(kind)
-
-    def deny(lib, keep_driver, keep_runtime, driver=True, runtime=True):
-        for cbid in range(1, MAX_CBID):
-            if driver and cbid not in keep_driver:
-                lib.lib.cuptiActivityEnableDriverApi(cbid, 0)
-            if runtime and cbid not in keep_runtime:
-                lib.lib.cuptiActivityEnableRuntimeApi(cbid, 0)
-
-    keep_d, keep_r = set(DRIVER_LAUNCH_CBIDS.values()), set(RUNTIME_LAUNCH_CBIDS.values())
     K, D, R = L.KIND_CONCURRENT_KERNEL, L.KIND_DRIVER, L.KIND_RUNTIME
+    launches = (set(DRIVER_LAUNCH_CBIDS.values()), set(RUNTIME_LAUNCH_CBIDS.values()))
+    kinds, keep = {"kernel_only": ([K], None), "launch_callback": ([K], None), "api_all": ([K, D, R], None),
+                   "api_deny": ([K, D, R], launches), "api_driver": ([K, D], launches),
+                   "api_runtime": ([K, R], launches), "api_deny_all": ([K, D, R], (set(), set()))}[recipe]
 
     def fn(backend):
-        lib, enabled = backend.lib, backend._enabled_kinds
-        if recipe in ("kernel_only", "launch_callback"):
-            on(lib, [K], enabled)
-        elif recipe == "api_deny":
-            on(lib, [K, D, R], enabled)
-            deny(lib, keep_d, keep_r)
-        elif recipe == "api_driver":
-            on(lib, [K, D], enabled)
-            deny(lib, keep_d, keep_r, runtime=False)
-        elif recipe == "api_runtime":
-            on(lib, [K, R], enabled)
-            deny(lib, keep_d, keep_r, driver=False)
-        elif recipe == "api_deny_all":
-            on(lib, [K, D, R], enabled)
-            deny(lib, set(), set())
-        elif recipe == "api_all":
-            on(lib, [K, D, R], enabled)
-        else:
-            raise ValueError(recipe)
+        for kind in kinds:
+            backend.lib.enable_kind(kind)
+            backend._enabled_kinds.append(kind)
+        if keep is not None:
+            backend.lib.deny_api_records(*keep)
     return fn
 
 
