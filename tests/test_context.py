@@ -5,8 +5,10 @@ A thread's stack in a session starts, at its first scope, as a copy of the curre
 the thread that started the session.  Expected values are those real Proton 3.9 gives
 (``conformance/scenarios/context.py``).
 """
+import gc
 import sys
 import threading
+import weakref
 
 import pytest
 
@@ -211,3 +213,25 @@ def test_python_context_files_each_call_site_under_its_own_line():
     me = names.index(next(n for n in names if n.endswith(here)))
     sites = [c["frame"]["name"] for c in find(root, *names[:me + 1])["children"]]
     assert len(sites) == 2 and len(set(sites)) == 2 and all(n.endswith("@caller") for n in sites)
+
+
+def test_python_context_keeps_no_frame_alive_after_it_returned():
+    """The walk's memory of frames holds only frames still on the stack: a returned function's
+    locals (a tensor, say) are freed once the thread records its next context."""
+    proton.start("py3", backend="host", context="python")
+
+    class Payload:
+        pass
+    freed = []
+
+    def work():
+        payload = Payload()
+        freed.append(weakref.ref(payload))
+        with proton.scope("inside"):
+            pass
+    work()
+    with proton.scope("after"):
+        pass
+    gc.collect()
+    assert freed[0]() is None
+    proton.finalize()

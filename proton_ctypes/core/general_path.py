@@ -30,8 +30,6 @@ _BACKENDS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
 _py = threading.local()
 #: (parent node, code object, instruction offset) -> child node, so a known frame costs one lookup
 _frame_steps: dict = {}
-#: frames a thread's python-context cache holds before it starts afresh
-FRAME_CACHE_SIZE = 4096
 
 
 def scope_child(top: int, name, sid: int) -> int:
@@ -55,29 +53,35 @@ def python_node(skip: int = 1) -> int:
 
     Frames are named ``<file>:<line>@<function>``.  Innermost frames of our backends (a
     launch callback) are left out.  The thread's state, if any, is the last frame (as in
-    Proton's python context).  Each thread remembers the node of every frame it
-    walked through (holding at most :data:`FRAME_CACHE_SIZE` frames): the walk stops at the
-    first frame still on the stack at the same instruction, so a launch in a loop costs a few
-    frames, not the whole stack.
+    Proton's python context).  Each thread remembers the frames of its last walk, outermost
+    first, with their nodes: the next walk stops at the first of them still on the stack at
+    the same instruction, so a launch in a loop costs a few frames, not the whole stack; the
+    frames below it are forgotten then, so only frames still on the stack are held.
     """
     f = sys._getframe(skip)
     while f is not None and f.f_code.co_filename.startswith(_BACKENDS_DIR):
         f = f.f_back
     try:
-        cache = _py.cache
+        walked, at_index = _py.walked, _py.at_index
     except AttributeError:
-        cache = _py.cache = {}
+        walked, at_index = _py.walked, _py.at_index = [], {}
     chain = []
     node = callpath.ROOT
+    keep = 0
     while f is not None:
-        e = cache.get(f)             # frames hash by identity; the cache keeps them alive
-        if e is not None and e[0] == f.f_lasti:
-            node = e[1]
-            break
+        i = at_index.get(id(f))
+        if i is not None:
+            e = walked[i]
+            if e[0] is f and e[1] == f.f_lasti:
+                node, keep = e[2], i + 1
+                break
         chain.append(f)
         f = f.f_back
-    if len(cache) > FRAME_CACHE_SIZE:
-        cache.clear()
+    # frames walked last time below the one still in place have returned (or moved on):
+    # forget them, so that no returned frame (and its locals) is kept alive
+    for e in walked[keep:]:
+        at_index.pop(id(e[0]), None)
+    del walked[keep:]
     steps = _frame_steps
     for fr in reversed(chain):
         # keyed by the instruction offset, which costs nothing to read; the line number (a
@@ -88,7 +92,8 @@ def python_node(skip: int = 1) -> int:
         if nxt is None:
             nxt = steps[key] = callpath.child(node, f"{code.co_filename}:{fr.f_lineno}@{code.co_name}")
         node = nxt
-        cache[fr] = (at, node)
+        at_index[id(fr)] = len(walked)
+        walked.append((fr, at, node))
     ctx = getattr(threads.tls, "ctx", None)
     st = None if ctx is None else ctx.state
     return node if st is None else callpath.child(node, st)
