@@ -59,7 +59,9 @@ def context_codes(session: Session, views_by_tid: dict, tids: np.ndarray, times:
             # enters a scope): its stack is a copy of the starter thread's taken at its first
             # launch in the session, and kept (Proton copies the stack at a thread's first event)
             rest = ~sub_done
-            first = session.first_launch.setdefault(int(tid), int(times[sel][rest].min()))
+            first = session.first_launch.get(int(tid))
+            if first is None:
+                first = session.first_launch[int(tid)] = int(times[sel][rest].min())
             alt = np.zeros(1, dtype=np.int64)
             alt_done = np.zeros(1, dtype=bool)
             _join_thread(session, views_by_tid, session.starter_tid, np.array([first], dtype=np.int64),
