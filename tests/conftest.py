@@ -41,6 +41,13 @@ def reset_profiler():
     flags.profiling_on = False
     flags.command_line = False
     proton.hooks.HookManager.unregister()
+    # a test that failed with a CUPTI backend still started must not fail every later one
+    cupti = sys.modules.get("proton_ctypes.backends.cupti")
+    for backend in list(getattr(cupti, "_ACTIVE", ())):
+        try:
+            backend.stop()
+        except Exception:
+            cupti._ACTIVE.remove(backend)
 
 
 @pytest.fixture(autouse=True)

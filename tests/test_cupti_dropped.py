@@ -20,6 +20,11 @@ def test_cupti_dropped_count_is_collected_and_exposed():
     assert len(sink.rows()) == 1
 
 
+def _records_per_launch(backend) -> int:
+    """A kernel record per launch, plus its launch-API record where those are the launch source."""
+    return 2 if backend.launch_source == "api" else 1
+
+
 def test_records_without_timing_are_counted_as_dropped():
     backend, fake, sink = started_backend()
     fake.launch("k")
@@ -27,7 +32,9 @@ def test_records_without_timing_are_counted_as_dropped():
     fake.launch("k")
     backend.stop()
     assert backend.dropped == 1
-    assert len(sink.rows()) == 2 and backend.stats["parse_walk"] >= 1
+    assert len(sink.rows()) == 2
+    if backend.launch_source == "api":         # the untimed record breaks the timestamp chain
+        assert backend.stats["parse_walk"] >= 1
 
 
 def test_records_past_the_buffer_ceiling_are_counted_as_lost():
@@ -39,7 +46,7 @@ def test_records_past_the_buffer_ceiling_are_counted_as_lost():
     assert backend.pool.spared > 0 and backend.pool.refused == 0
     assert backend.collector.spare_kernels > 0
     assert len(sink.rows()) + backend.collector.spare_kernels == 1000
-    assert backend.dropped == backend.collector.spare_dropped == 2 * backend.collector.spare_kernels
+    assert backend.dropped == backend.collector.spare_dropped == _records_per_launch(backend) * backend.collector.spare_kernels
 
 
 @pytest.mark.parametrize("version", [26, 12080, 130001])
@@ -54,13 +61,14 @@ def test_buffer_requests_are_declined_only_from_cupti_27_on(version, monkeypatch
     backend.stop()
     pool, stats = backend.pool, backend.stats
     parsed = stats["join_kernels"] + stats["join_api_records"]
+    written = 1000 * _records_per_launch(backend)
     if version < 27:
         assert pool.refused == 0 and pool.spared >= 2 and backend.cupti_dropped == 0
-        assert parsed + stats["spare_dropped"] == 2000     # one API + one kernel record per launch
+        assert parsed + stats["spare_dropped"] == written
     else:
         assert pool.refused > 0 and pool.spared == 1
-        assert parsed + stats["spare_dropped"] + backend.cupti_dropped == 2000
-    assert backend.dropped >= 2000 - parsed
+        assert parsed + stats["spare_dropped"] + backend.cupti_dropped == written
+    assert backend.dropped >= written - parsed
     assert len(sink.rows()) == stats["join_kernels"] < 1000
 
 

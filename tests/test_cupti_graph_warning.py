@@ -12,9 +12,11 @@ import pytest
 
 import proton_ctypes as proton
 from conftest import child_names, find, read_tree
-from fakes.fake_cupti import CBID_GRAPHEXEC_CREATED, DOMAIN_DRIVER, DOMAIN_RESOURCE, GRAPH_DATA_FORMAT, FakeCupti, FakeDriver
+from fakes.fake_cupti import (CBID_GRAPHEXEC_CREATED, DOMAIN_DRIVER, DOMAIN_RESOURCE, DOMAIN_RUNTIME, GRAPH_DATA_FORMAT,
+                              FakeCupti, FakeDriver)
 from proton_ctypes.backends import select
 from proton_ctypes.backends.cupti import CuptiBackend
+from proton_ctypes.backends.nvidia.lib import GRAPH_LAUNCH_CBIDS
 from proton_ctypes.backends.nvidia import layout as L
 from proton_ctypes.backends.nvidia import lib as cupti_lib
 
@@ -173,11 +175,14 @@ def test_a_refused_exec_callback_turns_the_check_off(make, capfd):
     assert find(root, "replay1", "k")["metrics"]["count"] == 1
 
 
-def test_no_driver_callback_is_switched_on_for_the_check(make):
+def test_no_kernel_launch_callback_is_switched_on_for_the_check(make):
+    """The check needs no per-launch callback: driver/runtime callbacks, if any, are on the graph
+    launches alone (the launch of replayed kernels, one per replay)."""
     fake = make()
     proton.start("g", backend="cupti")
     assert (DOMAIN_RESOURCE, CBID_GRAPHEXEC_CREATED) in fake.enabled_callbacks
-    assert not any(domain == DOMAIN_DRIVER for domain, _ in fake.enabled_callbacks)
+    api_callbacks = {cbid for domain, cbid in fake.enabled_callbacks if domain in (DOMAIN_DRIVER, DOMAIN_RUNTIME)}
+    assert api_callbacks <= GRAPH_LAUNCH_CBIDS
     proton.finalize()
     assert not fake.enabled_callbacks
 

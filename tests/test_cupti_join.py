@@ -78,7 +78,8 @@ def test_runtime_api_launches_join_like_driver_ones():
 
 
 def test_kernels_without_api_records_are_delivered_with_unknown_thread():
-    backend, fake, sink = started_backend(FakeCupti(api_record_mode="none"))
+    """The launch-API source (a CUPTI without latency timestamps) with no API record coming."""
+    backend, fake, sink = started_backend(FakeCupti(api_record_mode="none", latency_timestamps=False))
     for _ in range(20):
         fake.launch("orphan")
     with pytest.warns(RuntimeWarning, match="no launch-API records"):

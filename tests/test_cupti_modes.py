@@ -82,7 +82,8 @@ def test_starting_twice_is_refused():
 
 
 def test_deny_list_leaves_only_launch_api_records_on():
-    fake = FakeCupti()
+    """Where the launch-API records are the launch source (a CUPTI without latency timestamps)."""
+    fake = FakeCupti(latency_timestamps=False)
     backend = CuptiBackend(lib=fake, driver=FakeDriver(fake))
     backend.start(lambda batch: None, NO_MODE)
     try:

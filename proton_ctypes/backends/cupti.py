@@ -1,11 +1,13 @@
 """The CUPTI backend: kernel activity from CUPTI, driven from Python through ctypes.
 
-No Python runs per kernel launch in the default context: CUPTI writes kernel records and
-one launch-API record per launch (the deny-list recipe, docs/collection.md,
-:mod:`.nvidia.activity`) into buffers we own (:mod:`.nvidia.buffers`); a collector thread
-(:mod:`.nvidia.collector`) parses whole buffers with numpy, joins kernels to their
-launching thread and launch time and hands :data:`~.base.KERNEL_DTYPE` batches to the
-sink.  Every CUPTI call goes through :class:`~.nvidia.lib.CuptiLib`, every CUDA driver
+No Python runs per kernel launch in the default context: CUPTI writes kernel records into
+per-thread buffers we own (:mod:`.nvidia.buffers`, which knows each buffer's thread), each
+stamped with the host time of its launch (``queued``); only where CUPTI cannot do that, one
+launch-API record per launch instead (docs/collection.md, :mod:`.nvidia.activity`).  A
+collector thread (:mod:`.nvidia.collector`) parses whole buffers with numpy, joins kernels
+to their launching thread and launch time and hands :data:`~.base.KERNEL_DTYPE` batches to
+the sink.  A CUDA graph's replayed kernels carry no ``queued`` time: a callback on the graph
+launch calls (one per replay, never per kernel) gives theirs.  Every CUPTI call goes through :class:`~.nvidia.lib.CuptiLib`, every CUDA driver
 call through :class:`~.nvidia.driver.CudaDriver`.
 
 Attribution modes (:attr:`CuptiBackend.attribution`):
@@ -36,7 +38,8 @@ import numpy as np
 from .base import DEFAULT_FLUSH_INTERVAL_S, Backend
 from .modes import NO_MODE, Mode
 from .nvidia import nvtx
-from .nvidia.activity import calibrate_clock, choose_attribution, enable_activity
+from .nvidia.activity import (LAUNCH_FROM_API, LAUNCH_FROM_KERNEL, calibrate_clock, choose_attribution,
+                              choose_launch_source, enable_activity)
 from .nvidia.buffers import DEFAULT_BUFFER_BYTES, LIMIT_ENV, MIB, BufferPool
 from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub, torch_profiler_active
 from .nvidia.collector import Collector
@@ -81,6 +84,8 @@ class CuptiBackend(Backend):
         self.mode = NO_MODE
         #: ``"timestamp"`` or ``"extcorr"`` (see the module docstring).
         self.attribution = "timestamp"
+        #: where kernels' launch thread and time come from (:func:`.nvidia.activity.choose_launch_source`)
+        self.launch_source = LAUNCH_FROM_API
         #: CUPTI clock minus ``time.time_ns()`` measured at start, and the read window it came from.
         self.clock_offset_ns = 0
         self.clock_window_ns = 0
@@ -228,16 +233,21 @@ class CuptiBackend(Backend):
         return self.lib
 
     def _start_collection(self, lib: CuptiLib, sink, python_context) -> None:
-        lib.register_buffer_callbacks(self.pool.request_callback, self.pool.complete_callback)
-        lib.set_thread_id_type(THREAD_ID_TYPE_SYSTEM)
         self.clock_window_ns, self.clock_offset_ns = calibrate_clock(lib)
         self.attribution, forced = choose_attribution(self.clock_offset_ns)
         if self.attribution == "extcorr" and not forced:
             warnings.warn(f"proton_ctypes: CUPTI's clock differs from time.time_ns() by {self.clock_offset_ns} ns; "
                           "attributing kernels through external correlation ids instead of timestamps",
                           RuntimeWarning, stacklevel=3)
-        self.collector.begin(self._hub, sink, self.clock_offset_ns, extcorr=self.attribution == "extcorr")
+        # before the buffer callbacks: the per-thread buffer attribute must be set first
+        self.launch_source = choose_launch_source(lib, self.attribution == "extcorr")
+        lib.register_buffer_callbacks(self.pool.request_callback, self.pool.complete_callback)
+        lib.set_thread_id_type(THREAD_ID_TYPE_SYSTEM)
+        self.collector.begin(self._hub, sink, self.clock_offset_ns, extcorr=self.attribution == "extcorr",
+                             launch_source=self.launch_source)
         self._hub.enable_graph_callbacks()
+        if self.launch_source == LAUNCH_FROM_KERNEL:
+            self._hub.enable_graph_launch_callbacks()
         self._hub.enable_graph_check()
         self._start_nvtx(lib)
         if self._pc is not None:
@@ -261,9 +271,9 @@ class CuptiBackend(Backend):
         self._nvtx_injected = nvtx.inject(lib.path)
 
     def _enable_activity(self, lib: CuptiLib) -> None:
-        """Kernel and launch-API records (:func:`.nvidia.activity.enable_activity`); a separate
+        """The activity kinds of the launch source (:func:`.nvidia.activity.enable_activity`); a separate
         method so that a diagnostic can switch on less (bench/overhead.py)."""
-        enable_activity(lib, self.attribution == "extcorr", self._enabled_kinds)
+        enable_activity(lib, self.attribution == "extcorr", self._enabled_kinds, self.launch_source)
 
     # ------------------------------------------------------------------ stop
     def _teardown(self, deliver: bool) -> None:
@@ -284,6 +294,8 @@ class CuptiBackend(Backend):
             for kind in self._enabled_kinds:
                 self.lib.disable_kind(kind)
             self._enabled_kinds = []
+            if self.launch_source == LAUNCH_FROM_KERNEL:
+                self.lib.enable_latency_timestamps(False)
             if self._pc is not None:
                 self._pc.finalize()
                 if self._hub is not None:

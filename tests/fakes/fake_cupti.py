@@ -78,6 +78,7 @@ CBID_NVTX_RANGE_PUSH_A, CBID_NVTX_RANGE_POP = 8, 11     # cupti_nvtx_cbid.h
 NVTX_INJECTION_ENV = "NVTX_INJECTION64_PATH"
 CU_LAUNCH_KERNEL, CU_LAUNCH_KERNEL_EX, CU_GRAPH_LAUNCH, CUDA_LAUNCH_KERNEL = 307, 652, 514, 211
 EXISTING_DRIVER_CBIDS = range(1, 720)
+ATTR_PER_THREAD_ACTIVITY_BUFFER = 9
 EXISTING_RUNTIME_CBIDS = range(1, 480)
 
 RESULT_STRINGS = {
@@ -111,7 +112,7 @@ class FakeCupti:
 
     def __init__(self, version=130001, record_size=None, multiple_subscribers=False, drop_records=0,
                  clock_offset_ns=0, api_record_mode="real", defer_kernels=False, fail=None,
-                 refuse_domains=(), graph_exec_created=True, per_thread_buffers=True):
+                 refuse_domains=(), graph_exec_created=True, per_thread_buffers=True, latency_timestamps=True):
         self.version = version
         self.record_size = record_size or (216 if version >= 130000 else 208)
         self.multiple_subscribers = multiple_subscribers
@@ -126,6 +127,13 @@ class FakeCupti:
         #: thread writes into a buffer of its own, kept (also after the thread ends) until it is
         #: full or flushed; False: one buffer shared by every thread
         self.per_thread_buffers = per_thread_buffers
+        #: whether this CUPTI has cuptiActivitySetAttribute / cuptiActivityEnableLatencyTimestamps
+        #: (False: like a CUPTI without them, the functions are missing)
+        self.latency_supported = latency_timestamps
+        #: latency timestamps on: kernel records carry ``queued`` (a time inside the launch
+        #: call; 0 for replayed graph kernels, as measured on the H200)
+        self.latency = False
+        self._queued = 0
         #: NVTX_INJECTION64_PATH as NVTX read it at its first call (None: no NVTX call yet)
         self.nvtx_injection = None
         self.nvtx_calls = 0
@@ -179,6 +187,22 @@ class FakeCupti:
     def cuptiActivityRegisterCallbacks(self, request, complete):
         self.request, self.complete = request, complete
         return self._enter("cuptiActivityRegisterCallbacks")
+
+    def __getattr__(self, name):
+        if name in ("cuptiActivitySetAttribute", "cuptiActivityEnableLatencyTimestamps") and self.latency_supported:
+            return getattr(self, "_" + name)
+        raise AttributeError(name)
+
+    def _cuptiActivitySetAttribute(self, attr, p_size, p_value):
+        if int(attr) == ATTR_PER_THREAD_ACTIVITY_BUFFER:
+            if self.request is not None or self.kinds:
+                return 1                         # "must be set before" callbacks and kinds: refuse
+            self.per_thread_buffers = bool(ctypes.c_uint8.from_address(ctypes.addressof(_obj(p_value))).value)
+        return self._enter("cuptiActivitySetAttribute")
+
+    def _cuptiActivityEnableLatencyTimestamps(self, enable):
+        self.latency = bool(enable)
+        return self._enter("cuptiActivityEnableLatencyTimestamps")
 
     def cuptiActivityEnable(self, kind):
         code = self._enter("cuptiActivityEnable")
@@ -317,7 +341,7 @@ class FakeCupti:
         k_start = api_end + kernel_delay_ns
         if not timed:     # "no timing information could be collected" (cupti_activity.h)
             k_start, dur_ns = 0, 0
-        self._kernel(name, corr, k_start, dur_ns, stream, device, block)
+        self._kernel(name, corr, k_start, dur_ns, stream, device, block, queued=self._queued)
         return corr
 
     def _api_call(self, kind, cbid, corr, inside=None, params=0):
@@ -338,6 +362,7 @@ class FakeCupti:
             if inside:
                 inside()
         self._ext_records(corr)
+        self._queued = self._now() if self.latency else 0     # the command is queued inside the call
         end = self._now() + 500
         if self._api_enabled(kind, cbid):
             tid = threading.get_native_id() if self.thread_id_type == 1 else threading.get_ident() & 0xFFFFFFFF
@@ -421,14 +446,15 @@ class FakeCupti:
     def bulk_launch(self, n, name="tiny", dur_ns=800, stream=7, device=0, chunk=65536):
         """``n`` Triton-like launches on the calling thread, written in bulk (scale tests).
 
-        Each launch is one driver API record (cuLaunchKernelEx) followed by its kernel
-        record, packed once with ``struct`` and replicated with numpy, then copied into
-        the backend's buffers a buffer-full at a time.
+        Each launch is one driver API record (cuLaunchKernelEx, when that kind is on) followed
+        by its kernel record, packed once with ``struct`` and replicated with numpy, then
+        copied into the backend's buffers a buffer-full at a time.
         """
         import numpy as np
-        assert KIND_KERNEL in self.kinds and self._api_enabled(KIND_DRIVER, CU_LAUNCH_KERNEL_EX)
+        assert KIND_KERNEL in self.kinds
         tid = threading.get_native_id() if self.thread_id_type == 1 else threading.get_ident() & 0xFFFFFFFF
-        api = API_FORMAT.pack(KIND_DRIVER, CU_LAUNCH_KERNEL_EX, 0, 0, 4242, tid, 0, 0)
+        with_api = self._api_enabled(KIND_DRIVER, CU_LAUNCH_KERNEL_EX)
+        api = API_FORMAT.pack(KIND_DRIVER, CU_LAUNCH_KERNEL_EX, 0, 0, 4242, tid, 0, 0) if with_api else b""
         kernel = KERNEL_FORMAT.pack(KIND_KERNEL, 0, 0, 16, 0, 0, 0, 0, 0, device, 1, stream, 1, 1, 1, 128, 1, 1,
                                     0, 0, 0, 0, 0, 22, self._name_pointer(name), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         pair = np.frombuffer(api + kernel + bytes(self.record_size - len(kernel)), np.uint8)
@@ -439,11 +465,15 @@ class FakeCupti:
             block = np.tile(pair, m).reshape(m, width)
             corr = (self._take_corr(m) + np.arange(m)).astype("<u4")
             t = np.uint64(self._now()) + np.arange(m, dtype=np.uint64) * np.uint64(2000)
-            block[:, 8:16] = t.astype("<u8").view(np.uint8).reshape(m, 8)
-            block[:, 16:24] = (t + np.uint64(500)).astype("<u8").view(np.uint8).reshape(m, 8)
-            block[:, 32:36] = corr.view(np.uint8).reshape(m, 4)
+            if with_api:
+                block[:, 8:16] = t.astype("<u8").view(np.uint8).reshape(m, 8)
+                block[:, 16:24] = (t + np.uint64(500)).astype("<u8").view(np.uint8).reshape(m, 8)
+                block[:, 32:36] = corr.view(np.uint8).reshape(m, 4)
             k0 = t + np.uint64(1500)
-            for off, values in ((16, k0), (24, k0 + np.uint64(dur_ns)), (32, k0 + np.uint64(dur_ns))):
+            stamps = [(16, k0), (24, k0 + np.uint64(dur_ns)), (32, k0 + np.uint64(dur_ns))]
+            if self.latency:
+                stamps.append((120, t + np.uint64(200)))           # queued: inside the launch call
+            for off, values in stamps:
                 block[:, k_at + off:k_at + off + 8] = values.astype("<u8").view(np.uint8).reshape(m, 8)
             block[:, k_at + 92:k_at + 96] = corr.view(np.uint8).reshape(m, 4)
             self._write_rows(block)
@@ -470,12 +500,12 @@ class FakeCupti:
             buf = self._names[name] = ctypes.create_string_buffer(name.encode())
         return ctypes.addressof(buf)
 
-    def _kernel(self, name, corr, start, dur_ns, stream, device, block, node_id=0, graph_id=0):
+    def _kernel(self, name, corr, start, dur_ns, stream, device, block, node_id=0, graph_id=0, queued=0):
         if KIND_KERNEL not in self.kinds:
             return
         prefix = KERNEL_FORMAT.pack(KIND_KERNEL, 0, 0, 16, 0, 0, start, start + dur_ns, start + dur_ns,
                                     device, 1, stream, 1, 1, 1, block[0], block[1], block[2], 0, 0, 0, 0,
-                                    corr, 22, self._name_pointer(name), 0, 0, 0, 0, 0, 0, 0, 0, node_id, 0,
+                                    corr, 22, self._name_pointer(name), 0, queued, 0, 0, 0, 0, 0, 0, node_id, 0,
                                     graph_id)
         record = prefix + bytes(self.record_size - len(prefix))
         with self._lock:

@@ -3,8 +3,13 @@
 * :func:`calibrate_clock` -- CUPTI's clock against ``time.time_ns()``; the backend joins
   kernels to scopes by timestamp when they agree within :data:`MAX_CLOCK_OFFSET_NS`
   (:func:`choose_attribution`), through external correlation ids otherwise;
-* :func:`enable_activity` -- kernel records plus one launch-API record per launch (the
-  deny-list recipe, docs/collection.md);
+* :func:`choose_launch_source` / :func:`enable_activity` -- where each kernel's launch (thread
+  and host time) comes from: the kernel record itself (:data:`LAUNCH_FROM_KERNEL`: the thread
+  owning the per-thread buffer it was written to, and its ``queued`` latency timestamp), or
+  one launch-API record per launch (:data:`LAUNCH_FROM_API`, the deny-list recipe).  The API
+  kinds make CUPTI intercept *every* driver/runtime call, denied or not (0.3-0.6 us each on
+  the H200, ~21 calls per kernel in a torch training step), so they are only the fallback
+  (docs/collection.md);
 * :func:`measure_kernel_stride` -- the kernel record size, measured with CUPTI's own
   record walk on the first buffer holding a kernel.
 
@@ -28,6 +33,12 @@ MAX_CLOCK_OFFSET_NS = 50_000
 #: Clock reads compared at start; the pair with the tightest read window wins.
 CLOCK_PAIRS = 64
 ATTRIBUTION_ENV = "PROTON_CTYPES_ATTRIBUTION"
+#: Launch thread and time from the kernel record (buffer owner, ``queued``): no API records.
+LAUNCH_FROM_KERNEL = "kernel"
+#: Launch thread and time from one launch-API record per launch (DRIVER + RUNTIME kinds).
+LAUNCH_FROM_API = "api"
+#: Forces a launch source (``kernel`` or ``api``), for diagnostics.
+LAUNCH_SOURCE_ENV = "PROTON_CTYPES_LAUNCH_SOURCE"
 
 
 def calibrate_clock(lib: CuptiLib, pairs: int = CLOCK_PAIRS) -> tuple:
@@ -45,12 +56,35 @@ def choose_attribution(offset_ns: int, environ=None) -> tuple:
     return "timestamp", forced
 
 
-def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list) -> None:
-    """Kernel records plus launch-API records only: enable the kinds, then deny every other cbid.
+def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None) -> str:
+    """:data:`LAUNCH_FROM_KERNEL` when CUPTI gives every launching thread buffers of its own and
+    stamps kernel records with their ``queued`` time, else :data:`LAUNCH_FROM_API`.
+
+    Called before the buffer callbacks are registered (the per-thread attribute must be set
+    then).  External-correlation attribution needs the API records (CUPTI writes an
+    external-correlation record per API record only; none without the API kinds, measured
+    on the H200), and so does a CUPTI lacking either feature.  Per-thread buffers are asked
+    for in every case (CUDA 13's default): the buffer pool grows with the launching threads.
+    """
+    env = os.environ if environ is None else environ
+    per_thread = lib.set_per_thread_buffers(True)
+    forced = env.get(LAUNCH_SOURCE_ENV, "").strip().lower()
+    if extcorr or forced == LAUNCH_FROM_API or not per_thread:
+        return LAUNCH_FROM_API
+    return LAUNCH_FROM_KERNEL if lib.enable_latency_timestamps(True) else LAUNCH_FROM_API
+
+
+def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list, source: str = LAUNCH_FROM_API) -> None:
+    """The kinds of ``source``: kernel records alone (:data:`LAUNCH_FROM_KERNEL`), or kernel and
+    launch-API records with every other cbid denied (plus external correlation with ``extcorr``).
 
     Each kind is appended to ``enabled`` once it is on (the caller switches those off again,
     also when a later one fails).
     """
+    if source == LAUNCH_FROM_KERNEL:
+        lib.enable_kind(L.KIND_CONCURRENT_KERNEL)
+        enabled.append(L.KIND_CONCURRENT_KERNEL)
+        return
     kinds = [L.KIND_CONCURRENT_KERNEL, L.KIND_DRIVER, L.KIND_RUNTIME]
     if extcorr:
         kinds.append(L.KIND_EXTERNAL_CORRELATION)

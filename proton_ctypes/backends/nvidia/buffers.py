@@ -21,13 +21,20 @@ counted, never silent.  Only when even a spare cannot be had (more than
 :data:`MAX_SPARES` out, or no memory) is a request declined, and then CUPTI drops the
 records (we count the declined requests).  CUPTI before API version 27 can crash on a
 declined request, so there (``can_decline=False``) spares are never refused.
+
+CUPTI asks for a thread's buffer on that thread, so the request callback notes the calling
+thread as the buffer's **owner** (:meth:`BufferPool.owner`; measured on the H200: every
+kernel record lies in a buffer requested by its launching thread, graph replays and
+autograd's thread included) and the time of the request (:meth:`BufferPool.held_since`:
+a thread's records older than its oldest buffer still out have all been handed back).
 """
 from __future__ import annotations
 
 import collections
 import os
 import threading
-from typing import Optional
+import time
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -85,6 +92,7 @@ class BufferPool:
         self.can_decline = bool(can_decline)
         self._free = []                    # aligned uint8 views ready to hand out
         self._out = {}                     # address -> aligned view, handed to CUPTI or awaiting parse
+        self._owners = {}                  # address -> (native id of the requesting thread, time_ns of the request)
         self._allocated = 0
         self._spare_free = []              # spare buffers (beyond max_buffers) ready to hand out
         self._spares = set()               # addresses of every spare buffer
@@ -123,7 +131,9 @@ class BufferPool:
             p_buffer[0] = None
             p_size[0] = 0
         else:
-            p_buffer[0] = view.ctypes.data
+            address = view.ctypes.data
+            self._owners[address] = (threading.get_native_id(), time.time_ns())
+            p_buffer[0] = address
             p_size[0] = self.buffer_bytes
         p_max_records[0] = 0
 
@@ -178,9 +188,23 @@ class BufferPool:
         """Whether ``address`` is a buffer of this pool currently out."""
         return address in self._out
 
+    def owner(self, address: int) -> int:
+        """The native id of the thread that asked for buffer ``address`` (-1: unknown)."""
+        entry = self._owners.get(address)
+        return -1 if entry is None else entry[0]
+
+    def held_since(self) -> Dict[int, int]:
+        """Per owner thread, the request time (``time_ns``) of its oldest buffer still out."""
+        out = {}
+        for tid, t in list(self._owners.values()):
+            if t < out.get(tid, t + 1):
+                out[tid] = t
+        return out
+
     def release(self, address: int) -> None:
         """Return a parsed (or, for a spare, counted) buffer to its free list."""
         with self._lock:
+            self._owners.pop(address, None)
             view = self._out.pop(address, None)
             if view is not None:
                 (self._spare_free if address in self._spares else self._free).append(view)

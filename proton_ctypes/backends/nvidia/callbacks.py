@@ -19,9 +19,14 @@ one callback function:
   callback is needed for it: nothing runs per launch.
 * **NVTX domain** (``TRITON_ENABLE_NVTX``, :mod:`.nvtx`): ``nvtxRangePushA`` / ``nvtxRangePop``
   open and close a scope on the calling thread through the profiler's ``nvtx_scopes``.
-* **DRIVER domain, launch ids only** (``context="python"`` only): on API ENTER call the
+* **Graph launches** (``cudaGraphLaunch`` / ``cuGraphLaunch``, runtime and driver, when the
+  launch times come from the kernel records): on API ENTER remember ``(correlationId,
+  thread, time)``.  A replayed kernel's record has no ``queued`` time; this gives its launch.
+  One callback per replay (two for a runtime launch: the driver call nested in it), never
+  one per kernel.
+* **DRIVER domain, launch ids** (``context="python"`` only): on API ENTER call the
   profiler's ``python_context()`` and remember ``(correlationId, node, thread, time)``.
-  The default context installs no launch callback at all.
+  The default context installs no kernel-launch callback at all.
 
 Nothing raises out of the callback into CUPTI: failures are counted (``callback_errors``,
 ``nvtx_errors``).
@@ -38,8 +43,9 @@ import numpy as np
 
 from . import layout as L
 from ..threadstate import keep_thread_state
-from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_NVTX, CB_DOMAIN_RESOURCE, CB_SITE_ENTER,
-                  DRIVER_LAUNCH_CBIDS, ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_NVTX, CB_DOMAIN_RESOURCE, CB_DOMAIN_RUNTIME_API,
+                  CB_SITE_ENTER, DRIVER_GRAPH_LAUNCH_CBIDS, DRIVER_LAUNCH_CBIDS, GRAPH_LAUNCH_CBIDS,
+                  RUNTIME_GRAPH_LAUNCH_CBIDS, ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
                   NVTX_RANGE_POP, NVTX_RANGE_PUSH_A, RESOURCE_GRAPHEXEC_CREATED, RESOURCE_GRAPHNODE_CLONED,
                   RESOURCE_GRAPHNODE_CREATED, CuptiError, CuptiLib)
 
@@ -51,6 +57,8 @@ GRAPH_CBIDS = (RESOURCE_GRAPHNODE_CREATED, RESOURCE_GRAPHNODE_CLONED)
 MAX_CLONE_HOPS = 64
 #: A python-context entry: ``(correlation id, node, native thread id, time_ns)``.
 PY_ENTRY_FIELDS = 4
+#: A graph-launch entry: ``(correlation id, native thread id, time_ns)``.
+GRAPH_LAUNCH_FIELDS = 3
 #: Proton's line (GPUProfiler.cpp) for a launched executable graph made before profiling started.
 MISSING_GRAPH_MESSAGE = ("[PROTON] Cannot find graph for graphExecId: {}, and it may cause memory leak. "
                          "To avoid this problem, please start profiling before the graph is created.")
@@ -90,6 +98,8 @@ class CallbackHub:
         self.cloned = {}
         #: python-context entries ``(corr, node, tid, time_ns)``, appended by launching threads.
         self.py_entries = []
+        #: graph-launch entries ``(corr, tid, time_ns)`` (:meth:`enable_graph_launch_callbacks`)
+        self.graph_launches = []
         self.callback_errors = 0
         #: ``mode="pcsampling"``: a :class:`~.pcsampling.PCSampler` also fed every callback
         self.pc = None
@@ -144,6 +154,13 @@ class CallbackHub:
         self.graph_check = True
         return True
 
+    def enable_graph_launch_callbacks(self) -> None:
+        """Turn on the runtime and driver graph-launch callbacks (the launch of replayed kernels)."""
+        for cbid in DRIVER_GRAPH_LAUNCH_CBIDS:
+            self._enable(CB_DOMAIN_DRIVER_API, cbid)
+        for cbid in RUNTIME_GRAPH_LAUNCH_CBIDS:
+            self._enable(CB_DOMAIN_RUNTIME_API, cbid)
+
     def enable_launch_callbacks(self) -> None:
         """Turn on the driver launch callbacks (python context, PC sampling)."""
         for cbid in DRIVER_LAUNCH_CBIDS.values():
@@ -193,30 +210,39 @@ class CallbackHub:
 
     def _make_inner_callback(self, python_context):
         on_resource, on_nvtx = self._on_resource, self._on_nvtx
-        driver, resource, nvtx = CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, CB_DOMAIN_NVTX
+        driver, runtime, resource, nvtx = CB_DOMAIN_DRIVER_API, CB_DOMAIN_RUNTIME_API, CB_DOMAIN_RESOURCE, CB_DOMAIN_NVTX
+        at = _SiteAndCorrelation.from_address  # one ctypes object per callback, two field reads
+        graph_append = self.graph_launches.append
+        graph_cbids = GRAPH_LAUNCH_CBIDS
+        now = time.time_ns
+        native_id = threading.get_native_id
+        enter = CB_SITE_ENTER
+        keep = keep_thread_state
         if python_context is None:
             def callback(userdata, domain, cbid, data):
-                keep_thread_state()
+                keep()
                 if domain == resource:
                     on_resource(cbid, data)
                 elif domain == nvtx:
                     on_nvtx(cbid, data)
+                elif domain == driver or domain == runtime:     # graph launches only
+                    head = at(data)
+                    if head.site == enter:
+                        graph_append((head.correlation_id, native_id(), now()))
             return callback
 
-        at = _SiteAndCorrelation.from_address  # one ctypes object per callback, two field reads
         append = self.py_entries.append
-        now = time.time_ns
-        native_id = threading.get_native_id
-        enter = CB_SITE_ENTER
-
-        keep = keep_thread_state
 
         def callback(userdata, domain, cbid, data):
             keep()
-            if domain == driver:
+            if domain == driver or domain == runtime:
                 head = at(data)
                 if head.site == enter:
-                    append((head.correlation_id, python_context(), native_id(), now()))
+                    t = now()
+                    if domain == driver:
+                        append((head.correlation_id, python_context(), native_id(), t))
+                    if cbid in graph_cbids:
+                        graph_append((head.correlation_id, native_id(), t))
             elif domain == resource:
                 on_resource(cbid, data)
             elif domain == nvtx:
@@ -316,6 +342,14 @@ class CallbackHub:
         except (TypeError, ValueError):  # python_context() returned None or a non-int somewhere
             return np.asarray([(c, -1 if not isinstance(v, int) else v, t, s) for c, v, t, s in chunk],
                               np.int64).reshape(n, PY_ENTRY_FIELDS)
+
+    def take_graph_launches(self) -> np.ndarray:
+        """Remove and return the graph-launch entries so far as an ``(n, GRAPH_LAUNCH_FIELDS)`` int64 array."""
+        entries = self.graph_launches
+        n = len(entries)
+        chunk = entries[:n]
+        del entries[:n]
+        return np.asarray(chunk, np.int64).reshape(n, GRAPH_LAUNCH_FIELDS)
 
     def resolve_graph_nodes(self, node_ids: np.ndarray):
         """``(cap_tid, cap_ns)`` per replayed node id: follow clone links to the captured node."""

@@ -21,7 +21,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from . import layout as L
-from .activity import holds_kernel, measure_kernel_stride
+from .activity import LAUNCH_FROM_API, holds_kernel, measure_kernel_stride
 from .buffers import BufferPool
 from .callbacks import CallbackHub
 from .join import Joiner
@@ -77,10 +77,13 @@ class Collector:
         self.lock = threading.RLock()
         self.stop_event = threading.Event()
         self.thread: Optional[threading.Thread] = None
+        self.launch_source = LAUNCH_FROM_API
 
     # ------------------------------------------------------------------ a session
-    def begin(self, hub: CallbackHub, sink, clock_offset_ns: int, extcorr: bool) -> None:
-        """A new parser and joiner for a session whose CUPTI clock is ``clock_offset_ns`` ahead."""
+    def begin(self, hub: CallbackHub, sink, clock_offset_ns: int, extcorr: bool,
+              launch_source: str = LAUNCH_FROM_API) -> None:
+        """A new parser and joiner for a session whose CUPTI clock is ``clock_offset_ns`` ahead
+        and whose kernels' launches come from ``launch_source`` (:mod:`.activity`)."""
         start_ts = time.time_ns() + clock_offset_ns
         self.parser = BufferParser(self.kernel_stride, ts_lo=start_ts - TIMESTAMP_WINDOW_BEFORE_NS,
                                    ts_hi=start_ts + TIMESTAMP_WINDOW_AFTER_NS)
@@ -89,6 +92,7 @@ class Collector:
                              graph_exec_check=hub.check_graph_execs)
         self.hub = hub
         self.sink = sink
+        self.launch_source = launch_source
 
     def start_thread(self, periodic: bool, flush_interval_s: float) -> None:
         """Start the collector thread (``periodic``: also flush CUPTI every ``flush_interval_s``)."""
@@ -168,6 +172,7 @@ class Collector:
                 if not pool.owns(address):
                     continue
                 buf = pool.array(address)
+                owner = pool.owner(address)
                 try:
                     if self.stride_source != "walk" and valid:
                         self._detect_stride(address, buf, valid)
@@ -180,6 +185,7 @@ class Collector:
                     continue
                 for kind, cols in parts.items():
                     if kind == L.KIND_CONCURRENT_KERNEL:
+                        cols["owner"] = np.full(len(cols["start"]), owner, np.int64)
                         kernels.append(cols)
                     elif kind in _API_KINDS:
                         api.append(cols)
@@ -190,6 +196,7 @@ class Collector:
             joiner.add_api(concat_columns(api))
             joiner.add_external(concat_columns(ext))
             joiner.add_python(self.hub.take_python_entries())
+            joiner.add_graph_launches(self.hub.take_graph_launches())
             batch = joiner.join(concat_columns(kernels), hold=hold)
             pool.trim()
             self.cupti_dropped += self.lib.dropped_records()
@@ -222,8 +229,13 @@ class Collector:
 
     def _check_api_records(self) -> None:
         stats = self.joiner.stats
-        if stats["kernels"] >= MIN_KERNELS_FOR_API_CHECK and stats["api_records"] == 0:
+        if stats["kernels"] < MIN_KERNELS_FOR_API_CHECK or stats["api_matched"] or stats["owner_matched"]:
+            return
+        if self.launch_source == LAUNCH_FROM_API:
             self.warn_once("api", "proton_ctypes: CUPTI delivered kernel records but no launch-API records; "
+                                  "kernels are attributed to the root of their thread's tree")
+        else:
+            self.warn_once("api", "proton_ctypes: CUPTI delivered kernel records without launch times (queued); "
                                   "kernels are attributed to the root of their thread's tree")
 
     @property

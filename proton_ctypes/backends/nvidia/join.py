@@ -1,11 +1,14 @@
 """Turn parsed kernel records into kernel batches: the correlation-id join, vectorised.
 
-Each kernel record is tied by ``correlationId`` to its launch-API record (thread id and
-launch time), to an external-correlation record (fallback attribution), and, with
-``context="python"``, to the call-path node captured by the launch callback.  Records of
-one launch can arrive in different buffers (the API record at launch, the kernel record
-when it completes), so the three lookups keep *pending* tables across flushes, and a
-kernel whose API record has not arrived yet is held back for one round.
+A kernel's launch (thread id and host time) comes from the kernel record itself where CUPTI
+stamps it (``queued``, and the ``owner`` column the collector adds: the thread whose buffer
+held it), else -- replayed graph kernels, or the API launch source -- from a *launch entry*
+with its ``correlationId``: a launch-API record or a graph-launch callback entry.  A kernel
+is also tied by ``correlationId`` to an external-correlation record (fallback attribution)
+and, with ``context="python"``, to the call-path node captured by the launch callback.
+Records of one launch can arrive in different buffers (the API record at launch, the kernel
+record when it completes), so the lookups keep *pending* tables across flushes, and a kernel
+whose launch is not known yet is held back for one round.
 
 Everything here is numpy over whole columns; Python loops run per distinct thread,
 name pointer or graph node, never per kernel.
@@ -31,6 +34,9 @@ MAX_PENDING_EXTERNAL = 1_000_000
 DENSE_TABLE_SLOTS_PER_ID, DENSE_TABLE_EXTRA_SLOTS = 16, 4096
 #: A python-context entry matched by time must lie in [api start - slack, api end] on the same thread.
 PY_TIME_SLACK_NS = 2_000
+#: ... or, for a kernel stamped with its ``queued`` time, in [queued - window, queued]: the
+#: driver callback runs at the start of the launch call, the command is queued inside it.
+PY_QUEUED_WINDOW_NS = 10**9
 
 
 class CorrTable:
@@ -101,8 +107,8 @@ class Joiner:
         self._names = {}
         self._newest_ns = 0
         #: Counters for diagnostics and the finalize report.
-        self.stats = {"kernels": 0, "api_matched": 0, "api_missing": 0, "invalid_time": 0,
-                      "py_by_corr": 0, "py_by_time": 0, "ext_matched": 0, "api_records": 0}
+        self.stats = {"kernels": 0, "api_matched": 0, "owner_matched": 0, "api_missing": 0, "invalid_time": 0,
+                      "py_by_corr": 0, "py_by_time": 0, "ext_matched": 0, "api_records": 0, "graph_launches": 0}
 
     # ------------------------------------------------------------------ inputs
     def add_api(self, cols: dict) -> None:
@@ -114,6 +120,14 @@ class Joiner:
         self.api.add(corr=cols["correlationId"][ok], tid=cols["threadId"][ok].astype(np.int64),
                      start=cols["start"][ok].astype(np.int64), end=cols["end"][ok].astype(np.int64),
                      graph=np.isin(cols["cbid"][ok], self.graph_launch_cbids))
+
+    def add_graph_launches(self, entries: np.ndarray) -> None:
+        """Remember graph-launch callback entries, an ``(n, 3)`` int64 array: corr, tid, time_ns."""
+        if len(entries):
+            self.stats["graph_launches"] += len(entries)
+            t = entries[:, 2] + self.clock_offset_ns          # the CUPTI clock, as API records
+            self.api.add(corr=entries[:, 0].astype(np.uint32), tid=entries[:, 1], start=t, end=t,
+                         graph=np.ones(len(entries), bool))
 
     def add_external(self, cols: dict) -> None:
         """Remember external-correlation records (``correlationId`` -> ``externalId``)."""
@@ -139,6 +153,7 @@ class Joiner:
             self._newest_ns = max(self._newest_ns, int(fresh["start"].max()))
         if fresh is not None and hold and len(self.api):
             found, _ = self.api.lookup(fresh["correlationId"])
+            found |= _stamped(fresh)
             if not found.all():
                 self._held = _take(fresh, ~found)
                 fresh = _take(fresh, found)
@@ -160,12 +175,17 @@ class Joiner:
         batch["corr"] = corr
         batch["name_id"] = self._name_ids(k["name"])
         found, row = self.api.lookup(corr)
+        stamped = _stamped(k) & ~found
         self.stats["kernels"] += n
         self.stats["api_matched"] += int(found.sum())
-        self.stats["api_missing"] += int(n - found.sum())
+        self.stats["owner_matched"] += int(stamped.sum())
+        self.stats["api_missing"] += int(n - found.sum() - stamped.sum())
         batch["tid"][found] = self.api.cols["tid"][row[found]]
         launch = batch["start_ns"].copy()
         launch[found] = self.api.cols["start"][row[found]] - off
+        if stamped.any():
+            batch["tid"][stamped] = k["owner"][stamped]
+            launch[stamped] = k["queued"][stamped].astype(np.int64) - off
         batch["launch_ns"] = launch
         single = k["graphNodeId"] == 0          # one kernel per launch: its entries can go now
         if len(self.ext):
@@ -174,7 +194,7 @@ class Joiner:
             self.stats["ext_matched"] += int(efound.sum())
             self.ext.keep(_unused(len(self.ext), erow[efound & single]))
         if len(self.py):
-            self._python_nodes(batch, k, found, row, single)
+            self._python_nodes(batch, k, found, row, stamped, single)
         node = k["graphNodeId"]
         graph = node != 0
         if graph.any():
@@ -189,18 +209,23 @@ class Joiner:
             self.api.keep(_unused(len(self.api), used[~self.api.cols["graph"][used]]))
         return batch
 
-    def _python_nodes(self, batch, k, api_found, api_row, single) -> None:
-        """Fill ``py_node``: by correlation id first, then by (thread, time inside the launch call)."""
+    def _python_nodes(self, batch, k, api_found, api_row, stamped, single) -> None:
+        """Fill ``py_node``: by correlation id first, then by (thread, time inside the launch call:
+        the API record's span, or the window before the kernel's ``queued`` time)."""
         pfound, prow = self.py.lookup(k["correlationId"])
         batch["py_node"][pfound] = self.py.cols["node"][prow[pfound]]
         self.stats["py_by_corr"] += int(pfound.sum())
         used = [prow[pfound & single]]
-        todo = np.flatnonzero(~pfound & api_found)
         off = self.clock_offset_ns
-        q_row = api_row[todo]
-        q_tid = self.api.cols["tid"][q_row]
-        q_lo = self.api.cols["start"][q_row] - off - PY_TIME_SLACK_NS
-        q_hi = self.api.cols["end"][q_row] - off
+        by_api = np.flatnonzero(~pfound & api_found)
+        by_queued = np.flatnonzero(~pfound & stamped)
+        todo = np.concatenate([by_api, by_queued])
+        q_row = api_row[by_api]
+        queued = k["queued"][by_queued].astype(np.int64) - off if by_queued.size else np.zeros(0, np.int64)
+        q_tid = np.concatenate([self.api.cols["tid"][q_row], k["owner"][by_queued] if by_queued.size
+                                else np.zeros(0, np.int64)])
+        q_lo = np.concatenate([self.api.cols["start"][q_row] - off - PY_TIME_SLACK_NS, queued - PY_QUEUED_WINDOW_NS])
+        q_hi = np.concatenate([self.api.cols["end"][q_row] - off, queued])
         p_tid, p_t, p_node = self.py.cols["tid"], self.py.cols["t"], self.py.cols["node"]
         for tid in np.unique(q_tid).tolist():
             mine = np.flatnonzero(p_tid == tid)
@@ -260,6 +285,13 @@ def _valid_rows(k: dict, stats: dict):
         stats["invalid_time"] += bad
         return _take(k, ok)
     return k
+
+
+def _stamped(k: dict) -> np.ndarray:
+    """Kernel rows whose record gives their launch: a ``queued`` time and a known owner thread."""
+    if "queued" not in k or "owner" not in k:
+        return np.zeros(k["start"].size, bool)
+    return (k["queued"] != 0) & (k["owner"] >= 0)
 
 
 def _unused(n: int, used_rows: np.ndarray) -> np.ndarray:

@@ -23,7 +23,8 @@ KIND_CONCURRENT_KERNEL = 10
 KIND_EXTERNAL_CORRELATION = 39
 
 # ------------------------------------------------------------------ field tables: (name, numpy type, offset)
-#: Fields read from a kernel record (``CUpti_ActivityKernel5..9``; ``graphId`` from Kernel8 on).
+#: Fields read from a kernel record (``CUpti_ActivityKernel5..9``; ``graphId`` from Kernel8 on;
+#: ``queued`` is 0 (CUPTI_TIMESTAMP_UNKNOWN) unless latency timestamps are on, and for graph nodes).
 KERNEL_FIELDS = (
     ("kind", "<u4", 0),
     ("start", "<u8", 16),
@@ -41,6 +42,7 @@ KERNEL_FIELDS = (
     ("correlationId", "<u4", 92),
     ("gridId", "<i8", 96),
     ("name", "<u8", 104),
+    ("queued", "<u8", 120),
     ("graphNodeId", "<u8", 144),
     ("graphId", "<u4", 156),
 )

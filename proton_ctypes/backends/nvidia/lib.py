@@ -70,6 +70,9 @@ PROTOTYPES = {
 OPTIONAL_PROTOTYPES = {
     "cuptiGetGraphExecId": [VOIDP, P(U32)],
     "cuptiGetGraphId": [VOIDP, P(U32)],
+    # the kernel-record launch source (activity.py): per-thread buffers and launch timestamps
+    "cuptiActivitySetAttribute": [ctypes.c_int, P(SIZE_T), VOIDP],
+    "cuptiActivityEnableLatencyTimestamps": [U8],
 }
 
 # ------------------------------------------------------------------ constants (cupti_*.h, checked by layout_check.c)
@@ -77,6 +80,9 @@ SUCCESS = 0
 ERROR_MAX_LIMIT_REACHED = 12
 ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED = 39
 FLUSH_FORCED = 1
+#: ``CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER`` (cupti_activity.h; a uint8_t, default 0 in
+#: CUDA 12.x and 1 in 13.x): each launching thread's records go into buffers of its own.
+ATTR_PER_THREAD_ACTIVITY_BUFFER = 9
 THREAD_ID_TYPE_SYSTEM = 1
 EXTERNAL_CORRELATION_KIND_CUSTOM0 = 3
 
@@ -110,7 +116,10 @@ RUNTIME_LAUNCH_CBIDS = {
     "cudaGraphLaunch_v10000": 311, "cudaGraphLaunch_ptsz_v10000": 312,
 }
 #: Graph-launch ids among them (their kernels carry the graph launch's correlation id).
-GRAPH_LAUNCH_CBIDS = {514, 515, 311, 312}
+DRIVER_GRAPH_LAUNCH_CBIDS = (DRIVER_LAUNCH_CBIDS["cuGraphLaunch"], DRIVER_LAUNCH_CBIDS["cuGraphLaunch_ptsz"])
+RUNTIME_GRAPH_LAUNCH_CBIDS = (RUNTIME_LAUNCH_CBIDS["cudaGraphLaunch_v10000"],
+                              RUNTIME_LAUNCH_CBIDS["cudaGraphLaunch_ptsz_v10000"])
+GRAPH_LAUNCH_CBIDS = frozenset(DRIVER_GRAPH_LAUNCH_CBIDS + RUNTIME_GRAPH_LAUNCH_CBIDS)
 #: Callback ids probed by the deny loop (ids that do not exist fail harmlessly).
 MAX_CBID = 1000
 #: First CUPTI API version (CUDA 12.9) that survives a declined buffer request; older ones
@@ -197,6 +206,22 @@ class CuptiLib:
     def set_thread_id_type(self, kind: int) -> None:
         """``cuptiSetThreadIdType`` (API records then carry ``kind`` thread ids)."""
         self.call("cuptiSetThreadIdType", kind)
+
+    def set_per_thread_buffers(self, on: bool) -> bool:
+        """Set ``CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER`` (before the buffer callbacks are
+        registered and any kind is enabled); False where this CUPTI refuses or lacks it."""
+        if not hasattr(self.lib, "cuptiActivitySetAttribute"):
+            return False
+        value, size = U8(1 if on else 0), SIZE_T(ctypes.sizeof(U8))
+        return self.try_call("cuptiActivitySetAttribute", ATTR_PER_THREAD_ACTIVITY_BUFFER, ctypes.byref(size),
+                             ctypes.byref(value)) == SUCCESS
+
+    def enable_latency_timestamps(self, on: bool) -> bool:
+        """``cuptiActivityEnableLatencyTimestamps``: kernel records then carry ``queued`` (the host
+        time the launch was written to the command buffer); False where refused or missing."""
+        if not hasattr(self.lib, "cuptiActivityEnableLatencyTimestamps"):
+            return False
+        return self.try_call("cuptiActivityEnableLatencyTimestamps", 1 if on else 0) == SUCCESS
 
     def enable_kind(self, kind: int) -> None:
         """``cuptiActivityEnable(kind)``."""

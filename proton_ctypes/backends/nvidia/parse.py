@@ -50,7 +50,7 @@ def _subset(fields, names):
 #: The fields the backend reads, per kind (a subset of the layout tables).
 PARSED_FIELDS = {
     L.KIND_CONCURRENT_KERNEL: _subset(L.KERNEL_FIELDS, {"start", "end", "deviceId", "streamId", "correlationId",
-                                                         "name", "graphNodeId"}),
+                                                         "name", "graphNodeId", "queued"}),
     L.KIND_DRIVER: _subset(L.API_FIELDS, {"cbid", "start", "end", "threadId", "correlationId", "returnValue"}),
     L.KIND_RUNTIME: _subset(L.API_FIELDS, {"cbid", "start", "end", "threadId", "correlationId", "returnValue"}),
     L.KIND_EXTERNAL_CORRELATION: _subset(L.EXTCORR_FIELDS, {"externalKind", "externalId", "correlationId"}),
