@@ -68,8 +68,11 @@ def _peak_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def worker(impl: str, data: str, threads: int, launches: int) -> dict:
-    """One process: a bare threaded run, then the profiled one; returns the figures."""
+def worker(impl: str, data: str, threads: int, launches: int, waves: int = 1) -> dict:
+    """One process: a bare threaded run, then the profiled one; returns the figures.
+
+    ``waves`` > 1: a churning pool -- the ``launches`` of each thread slot are spread over
+    ``waves`` short-lived threads started one wave after the other while the session runs."""
     import torch
     import triton
     import triton.language as tl
@@ -83,21 +86,25 @@ def worker(impl: str, data: str, threads: int, launches: int) -> dict:
         tiny[(1,)](b)
     torch.cuda.synchronize()
 
+    per_wave = launches // waves
+
     def run(body) -> float:
-        barrier = threading.Barrier(threads + 1)
-        ts = [threading.Thread(target=body, args=(bufs[i], barrier)) for i in range(threads)]
-        for t in ts:
-            t.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for t in ts:
-            t.join()
+        t0 = None
+        for _ in range(waves):
+            barrier = threading.Barrier(threads + 1)
+            ts = [threading.Thread(target=body, args=(bufs[i], barrier)) for i in range(threads)]
+            for t in ts:
+                t.start()
+            barrier.wait()
+            t0 = t0 or time.perf_counter()
+            for t in ts:
+                t.join()
         torch.cuda.synchronize()
         return time.perf_counter() - t0
 
     def bare(buf, barrier):
         barrier.wait()
-        for _ in range(launches):
+        for _ in range(per_wave):
             tiny[(1,)](buf)
 
     bare_s = run(bare)
@@ -107,7 +114,7 @@ def worker(impl: str, data: str, threads: int, launches: int) -> dict:
 
     def profiled(buf, barrier):
         barrier.wait()
-        for _ in range(launches):
+        for _ in range(per_wave):
             with scope("step"):
                 tiny[(1,)](buf)
 
@@ -120,7 +127,7 @@ def worker(impl: str, data: str, threads: int, launches: int) -> dict:
     finalize_s = time.perf_counter() - t0
     path = out + (".hatchet" if data == "tree" else ".chrome_trace")
     return {"impl": impl, "data": data, "bare_s": bare_s, "wall_s": wall_s, "finalize_s": finalize_s,
-            "kernels": _count_kernels(path, data), "expected": threads * launches,
+            "kernels": _count_kernels(path, data), "expected": threads * per_wave * waves,
             "rss_growth_mb": (rss1 - rss0) / 1024.0}
 
 
@@ -131,6 +138,8 @@ def main() -> None:
     ap.add_argument("--total", type=int, default=None,
                     help="launches in all, shared by the threads (overrides --launches)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--churn", type=int, default=1,
+                    help="waves of short-lived threads per thread slot (1: the threads live through the run)")
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--data", default=",".join(DATA))
     ap.add_argument("--json", default=None)
@@ -138,7 +147,7 @@ def main() -> None:
     a = ap.parse_args()
     counts = [int(t) for t in str(a.threads).split(",") if t]
     if a.worker:
-        print(json.dumps(worker(a.worker[0], a.worker[1], counts[0], a.launches)))
+        print(json.dumps(worker(a.worker[0], a.worker[1], counts[0], a.launches, a.churn)))
         return
     rows = []
     for threads in counts:
@@ -159,7 +168,7 @@ def run_count(a, threads: int, launches: int) -> list:
         order = [(i, d) for d in datas for i in (impls if r % 2 == 0 else impls[::-1])]
         for impl, data in order:
             cmd = [sys.executable, os.path.abspath(__file__), "--threads", str(threads), "--launches",
-                   str(launches), "--worker", impl, data]
+                   str(launches), "--churn", str(a.churn), "--worker", impl, data]
             p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode != 0:
                 print(f"round {r} {impl} {data}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
@@ -168,7 +177,7 @@ def run_count(a, threads: int, launches: int) -> list:
             runs[(impl, data)].append(res)
             print(f"round {r} {threads} threads {impl:14s} {data:5s} bare {res['bare_s']:.2f} s profiled "
                   f"{res['wall_s']:.2f} s kernels {res['kernels']}/{res['expected']}", file=sys.stderr)
-    n_ops = threads * launches
+    n_ops = threads * (launches // a.churn) * a.churn
     rows = []
     overhead = {}
     for (impl, data), rs in runs.items():
@@ -179,7 +188,8 @@ def run_count(a, threads: int, launches: int) -> list:
     for (impl, data), rs in runs.items():
         if not rs:
             continue
-        case = f"{threads} threads, scope per launch, data={data}"
+        pool = f", {a.churn} waves of new threads" if a.churn > 1 else ""
+        case = f"{threads} threads{pool}, scope per launch, data={data}"
         bare_us = statistics.median([x["bare_s"] / n_ops * 1e6 for x in rs])
         us = statistics.median([x["wall_s"] / n_ops * 1e6 for x in rs])
         fin = statistics.median([x["finalize_s"] for x in rs])
