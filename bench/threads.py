@@ -153,11 +153,11 @@ def main() -> None:
     for threads in counts:
         launches = a.total // threads if a.total else a.launches
         rows.extend(run_count(a, threads, launches))
-    if a.json:
-        doc = {"machine": platform.node() or "h200", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-               "command": "python " + " ".join(sys.argv), "rows": rows}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        if a.json:      # after every thread count: a run cut short keeps what it measured
+            doc = {"machine": platform.node() or "h200", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                   "command": "python " + " ".join(sys.argv), "rows": rows}
+            with open(a.json, "w") as f:
+                json.dump(doc, f, indent=1)
 
 
 def run_count(a, threads: int, launches: int) -> list:
