@@ -7,8 +7,8 @@ launch-API record per launch instead (docs/collection.md, :mod:`.nvidia.activity
 collector thread (:mod:`.nvidia.collector`) parses whole buffers with numpy, joins kernels
 to their launching thread and launch time and hands :data:`~.base.KERNEL_DTYPE` batches to
 the sink.  A CUDA graph's replayed kernels carry no ``queued`` time: a callback on the graph
-launch calls (one per replay, never per kernel) gives theirs.  Every CUPTI call goes through :class:`~.nvidia.lib.CuptiLib`, every CUDA driver
-call through :class:`~.nvidia.driver.CudaDriver`.
+launch calls (one per replay, never per kernel) gives theirs.  Every CUPTI call goes through
+:class:`~.nvidia.lib.CuptiLib`, every CUDA driver call through :class:`~.nvidia.driver.CudaDriver`.
 
 Attribution modes (:attr:`CuptiBackend.attribution`):
 
