@@ -24,7 +24,9 @@ reported apart as ``session_first_steps_overhead_us``: CUPTI instruments every k
 after it is switched on), runs the timed chunk, and is finalized.  The H200's speed drifts
 within a process and from process to process, so each timed chunk is compared with the
 mean of the bare chunks on either side.  ``overhead_us`` is the median over all chunks of
-(profiled - bare) per step, ``ratio_to_proton`` ours / Proton's.  Every profiled
+(profiled - bare) per step, ``ratio_to_proton`` ours / Proton's; ``cpu_overhead_us`` and
+``cpu_ratio_to_proton`` are the same for the launching thread's CPU time of the loop (before
+its synchronisation), where a profiler's cost is paid even when the GPU hides it.  Every profiled
 file's kernels are counted per call path; ``kernels`` is ours, ``expected_kernels``
 Proton's, and ``paths_match`` says whether the two files have the same kernel count on
 every call path (random seeds fixed).
@@ -244,11 +246,16 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
         build = MODELS[model]
         per_chunk = max(1, steps // chunks)
 
+        cpu = [0.0]
+
         def timed(step, n):
+            """Wall seconds of ``n`` steps (synchronised); the launching thread's CPU seconds of
+            the loop itself (before the synchronisation) go to ``cpu[0]``."""
             torch.cuda.synchronize()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             for _ in range(n):
                 step()
+            cpu[0] = time.thread_time() - c0
             torch.cuda.synchronize()
             return time.perf_counter() - t0
 
@@ -258,9 +265,10 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
         if not fresh:                      # compile and warm up outside every timed chunk
             timed(bare_step, WARMUP_STEPS)
             timed(prof_step, WARMUP_STEPS)
-        res = {"bare_s": [], "wall_s": [], "warm_s": [], "finalize_s": [], "steps": per_chunk,
+        res = {"bare_s": [], "wall_s": [], "warm_s": [], "finalize_s": [], "bare_cpu_s": [], "cpu_s": [], "steps": per_chunk,
                "warm_steps": SESSION_WARM_STEPS, "paths": {}, "metrics": []}
         bare_before = timed(bare_step, per_chunk)
+        bare_cpu_before = cpu[0]
         for k in range(chunks):
             if fresh:
                 bare_step, _ = build(torch, None)
@@ -269,12 +277,14 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
             proton.start(name, **start)
             res["warm_s"].append(0.0 if fresh else timed(prof_step, SESSION_WARM_STEPS))
             res["wall_s"].append(timed(prof_step, per_chunk))
+            res["cpu_s"].append(cpu[0])
             t0 = time.perf_counter()
             proton.finalize()
             res["finalize_s"].append(time.perf_counter() - t0)
             bare_after = timed(bare_step, per_chunk)
             res["bare_s"].append((bare_before + bare_after) / 2)   # the bare chunks on either side
-            bare_before = bare_after
+            res["bare_cpu_s"].append((bare_cpu_before + cpu[0]) / 2)
+            bare_before, bare_cpu_before = bare_after, cpu[0]
             got = kernel_paths(name + ".hatchet")
             for path, n in got["paths"].items():
                 res["paths"][path] = res["paths"].get(path, 0) + n
@@ -298,6 +308,12 @@ def _pairs(rs: list) -> list:
     return [(w - b) / x["steps"] * 1e6 for x in rs for b, w in zip(x["bare_s"], x["wall_s"])]
 
 
+def _cpu_pairs(rs: list) -> list:
+    """The same for the launching thread's CPU time (the cost where it is paid: the wall time of a
+    GPU-bound step hides it, and the H200's step time is bimodal)."""
+    return [(c - b) / x["steps"] * 1e6 for x in rs for b, c in zip(x.get("bare_cpu_s", []), x.get("cpu_s", []))]
+
+
 def _warm(rs: list) -> list:
     """(a session's first steps - the bare chunks around it) per step, µs."""
     return [(w - b / x["steps"] * x["warm_steps"]) / x["warm_steps"] * 1e6
@@ -309,10 +325,12 @@ def summarize(runs: dict, cases: list) -> tuple:
     rows, mismatches = [], []
     for case in cases:
         got = {impl: [r[case] for r in runs.get(impl, []) if case in r] for impl in IMPLS}
-        over = {}
+        over, cpu_over = {}, {}
         for impl, rs in got.items():
             if rs:
                 over[impl] = statistics.median(_pairs(rs))
+                if _cpu_pairs(rs):
+                    cpu_over[impl] = statistics.median(_cpu_pairs(rs))
         ref = over.get("proton")
         all_bare = [b / x["steps"] * 1e6 for rs in got.values() for x in rs for b in x["bare_s"]]
         if all_bare:
@@ -328,6 +346,9 @@ def summarize(runs: dict, cases: list) -> tuple:
                    "ratio_to_proton": round(over[impl] / ref, 3) if ref and ref > 0 else None,
                    "finalize_s": round(statistics.median([f for x in rs for f in x["finalize_s"]]), 4),
                    "overhead_pairs_us": [round(v, 1) for v in _pairs(rs)],
+                   "cpu_overhead_us": round(cpu_over[impl], 1) if impl in cpu_over else None,
+                   "cpu_ratio_to_proton": (round(cpu_over[impl] / cpu_over["proton"], 3)
+                                           if impl in cpu_over and cpu_over.get("proton", 0) > 0 else None),
                    "session_first_steps_overhead_us": round(statistics.median(_warm(rs)), 1) if _warm(rs) else None,
                    "kernels": sum(rs[-1]["paths"].values()), "expected_kernels": expected}
             if impl == "proton_ctypes" and got.get("proton"):
@@ -381,13 +402,17 @@ def main() -> None:
             print(f"round {r} {impl}: done", file=sys.stderr, flush=True)
         save()
     rows, mismatches = save()
-    print(f"{'case':48s} {'impl':14s} {'us/step':>9s} {'overhead':>9s} {'vs Proton':>9s} {'kernels':>15s} paths")
+    print(f"{'case':48s} {'impl':14s} {'us/step':>9s} {'overhead':>9s} {'vs Proton':>9s} {'cpu +us':>8s} "
+          f"{'cpu vs':>6s} {'kernels':>15s} paths")
     for row in rows:
         ratio = row["ratio_to_proton"]
         kern = f"{row.get('kernels', '')}/{row.get('expected_kernels', '')}" if "kernels" in row else ""
         print(f"{row['case'][:48]:48s} {row['impl']:14s} {row['us_per_op']:9.1f} "
               f"{'' if row['overhead_us'] is None else format(row['overhead_us'], '+9.1f'):>9s} "
-              f"{'' if ratio is None else format(ratio, '9.2f'):>9s} {kern:>15s} {row.get('paths_match', '')}")
+              f"{'' if ratio is None else format(ratio, '9.2f'):>9s} "
+              f"{'' if row.get('cpu_overhead_us') is None else format(row['cpu_overhead_us'], '+8.0f'):>8s} "
+              f"{'' if row.get('cpu_ratio_to_proton') is None else format(row['cpu_ratio_to_proton'], '6.2f'):>6s} "
+              f"{kern:>15s} {row.get('paths_match', '')}")
     for m in mismatches:
         print("MISMATCH", json.dumps(m)[:1500])
 
