@@ -12,7 +12,7 @@ import pytest
 
 import proton_ctypes as proton
 from conftest import find, read_tree
-from fakes.fake_cupti import FakeCupti, FakeDriver
+from fakes.fake_cupti import FakeCupti, FakeDriver, started_backend
 from proton_ctypes.backends import select
 from proton_ctypes.backends.cupti import CuptiBackend
 from proton_ctypes.backends.nvidia import buffers, collector
@@ -138,3 +138,32 @@ def test_a_trace_that_lost_records_says_how_many_in_other_data(cupti):
     lost = backend.collector.spare_kernels
     assert lost > 0 and kernels + lost == 8 * 300
     assert doc["otherData"] == {"lost_records": _records_per_launch(backend) * lost}
+
+
+def test_the_delivery_watermark_follows_each_threads_oldest_buffer_still_out():
+    """A thread's launches older than its oldest buffer still with CUPTI have all been handed over;
+    a thread holding no buffer has had all of them handed over (less a margin, for a launch in
+    progress)."""
+    backend, fake, sink = started_backend()
+    margin = collector.DELIVERY_MARGIN_NS
+    t_before = time.time_ns()
+    idle = []
+
+    def launch_once():
+        fake.launch("k")
+        idle.append(threading.get_native_id())
+
+    worker = threading.Thread(target=launch_once)     # its partly filled buffer stays out
+    worker.start()
+    worker.join()
+    t_mid = time.time_ns()
+    fake.launch("k")
+    backend.collector.drain(hold=True)
+    default, per_thread = backend.delivered()
+    assert set(per_thread) == {idle[0], threading.get_native_id()}
+    assert t_before - margin <= per_thread[idle[0]] <= t_mid - margin
+    assert per_thread[threading.get_native_id()] >= t_mid - margin
+    assert default >= t_mid - margin and max(per_thread.values()) <= default
+    backend.stop()
+    default, per_thread = backend.delivered()
+    assert per_thread == {} and default >= t_mid - margin

@@ -184,6 +184,12 @@ class CuptiBackend(Backend):
         """Pop this thread's innermost external-correlation id and return it."""
         return self.lib.pop_external(EXTERNAL_CORRELATION_KIND_CUSTOM0)
 
+    def delivered(self) -> tuple:
+        """``(default_ns, per_thread)``: every kernel launched by thread ``tid`` before
+        ``per_thread.get(tid, default_ns)`` has been handed to the sink (see
+        :meth:`.nvidia.collector.Collector.watermark`); ``(0, {})`` when unknown."""
+        return self.collector.delivered if self.collector is not None else (0, {})
+
     # ------------------------------------------------------------------ diagnostics
     @property
     def kernel_stride(self) -> Optional[int]:
@@ -240,11 +246,11 @@ class CuptiBackend(Backend):
                           "attributing kernels through external correlation ids instead of timestamps",
                           RuntimeWarning, stacklevel=3)
         # before the buffer callbacks: the per-thread buffer attribute must be set first
-        self.launch_source = choose_launch_source(lib, self.attribution == "extcorr")
+        self.launch_source, per_thread = choose_launch_source(lib, self.attribution == "extcorr")
         lib.register_buffer_callbacks(self.pool.request_callback, self.pool.complete_callback)
         lib.set_thread_id_type(THREAD_ID_TYPE_SYSTEM)
         self.collector.begin(self._hub, sink, self.clock_offset_ns, extcorr=self.attribution == "extcorr",
-                             launch_source=self.launch_source)
+                             launch_source=self.launch_source, per_thread_buffers=per_thread)
         self._hub.enable_graph_callbacks()
         if self.launch_source == LAUNCH_FROM_KERNEL:
             self._hub.enable_graph_launch_callbacks()

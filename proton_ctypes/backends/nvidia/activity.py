@@ -56,9 +56,10 @@ def choose_attribution(offset_ns: int, environ=None) -> tuple:
     return "timestamp", forced
 
 
-def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None) -> str:
-    """:data:`LAUNCH_FROM_KERNEL` when CUPTI gives every launching thread buffers of its own and
-    stamps kernel records with their ``queued`` time, else :data:`LAUNCH_FROM_API`.
+def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None) -> tuple:
+    """``(source, per_thread_buffers)``: :data:`LAUNCH_FROM_KERNEL` when CUPTI gives every
+    launching thread buffers of its own and stamps kernel records with their ``queued`` time,
+    else :data:`LAUNCH_FROM_API`; and whether the buffers are per thread.
 
     Called before the buffer callbacks are registered (the per-thread attribute must be set
     then).  External-correlation attribution needs the API records (CUPTI writes an
@@ -70,8 +71,8 @@ def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None) -> str:
     per_thread = lib.set_per_thread_buffers(True)
     forced = env.get(LAUNCH_SOURCE_ENV, "").strip().lower()
     if extcorr or forced == LAUNCH_FROM_API or not per_thread:
-        return LAUNCH_FROM_API
-    return LAUNCH_FROM_KERNEL if lib.enable_latency_timestamps(True) else LAUNCH_FROM_API
+        return LAUNCH_FROM_API, per_thread
+    return (LAUNCH_FROM_KERNEL if lib.enable_latency_timestamps(True) else LAUNCH_FROM_API), per_thread
 
 
 def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list, source: str = LAUNCH_FROM_API) -> None:

@@ -193,11 +193,12 @@ class BufferPool:
         entry = self._owners.get(address)
         return -1 if entry is None else entry[0]
 
-    def held_since(self) -> Dict[int, int]:
-        """Per owner thread, the request time (``time_ns``) of its oldest buffer still out."""
+    def held_since(self, parsing=()) -> Dict[int, int]:
+        """Per owner thread, the request time (``time_ns``) of its oldest buffer still out, not
+        counting the buffers at the addresses ``parsing`` (taken from :attr:`completed`)."""
         out = {}
-        for tid, t in list(self._owners.values()):
-            if t < out.get(tid, t + 1):
+        for address, (tid, t) in list(self._owners.items()):
+            if t < out.get(tid, t + 1) and address not in parsing:
                 out[tid] = t
         return out
 

@@ -43,6 +43,9 @@ JOIN_TIMEOUT_S = 10
 #: Timestamps a record may carry, around the start time (the parser's plausibility window).
 TIMESTAMP_WINDOW_BEFORE_NS = 3600 * 10**9            # one hour
 TIMESTAMP_WINDOW_AFTER_NS = 365 * 86400 * 10**9      # one year
+#: Slack taken off a delivery watermark (:meth:`Collector.watermark`): a launch in progress when
+#: it is taken may be stamped (``queued``) just before its thread asks CUPTI for a buffer.
+DELIVERY_MARGIN_NS = 10**9
 #: Kernels seen with no launch-API record at all before the "no API records" warning.
 MIN_KERNELS_FOR_API_CHECK = 16
 _API_KINDS = (L.KIND_DRIVER, L.KIND_RUNTIME)
@@ -78,10 +81,14 @@ class Collector:
         self.stop_event = threading.Event()
         self.thread: Optional[threading.Thread] = None
         self.launch_source = LAUNCH_FROM_API
+        #: whether CUPTI keeps buffers per launching thread (then the pool knows each one's thread)
+        self.per_thread_buffers = False
+        #: ``(default_ns, {tid: ns})`` after the last drain (:meth:`watermark`); ``(0, {})``: unknown
+        self.delivered = (0, {})
 
     # ------------------------------------------------------------------ a session
     def begin(self, hub: CallbackHub, sink, clock_offset_ns: int, extcorr: bool,
-              launch_source: str = LAUNCH_FROM_API) -> None:
+              launch_source: str = LAUNCH_FROM_API, per_thread_buffers: bool = False) -> None:
         """A new parser and joiner for a session whose CUPTI clock is ``clock_offset_ns`` ahead
         and whose kernels' launches come from ``launch_source`` (:mod:`.activity`)."""
         start_ts = time.time_ns() + clock_offset_ns
@@ -93,6 +100,8 @@ class Collector:
         self.hub = hub
         self.sink = sink
         self.launch_source = launch_source
+        self.per_thread_buffers = per_thread_buffers
+        self.delivered = (0, {})
 
     def start_thread(self, periodic: bool, flush_interval_s: float) -> None:
         """Start the collector thread (``periodic``: also flush CUPTI every ``flush_interval_s``)."""
@@ -168,7 +177,11 @@ class Collector:
             t0 = time.perf_counter()
             kernels, api, ext = [], [], []
             pool = self.pool
-            for address, valid in pool.take_completed():
+            now = time.time_ns()
+            completed = pool.take_completed()
+            # the buffers out besides these may hold launches older than now, nothing else does
+            snapshot = (now, pool.held_since({a for a, _ in completed})) if self.per_thread_buffers else None
+            for address, valid in completed:
                 if not pool.owns(address):
                     continue
                 buf = pool.array(address)
@@ -205,9 +218,27 @@ class Collector:
             sink = self.sink
             if len(batch) and sink is not None:
                 sink(batch)
+            if snapshot is not None:
+                self.delivered = self.watermark(*snapshot)
             self.add_time("parse_s", t1 - t0)
             self.add_time("join_s", t2 - t1)
             self.add_time("sink_s", time.perf_counter() - t2)
+
+    def watermark(self, now_ns: int, held_since: dict) -> tuple:
+        """``(default_ns, {tid: ns})``: the times before which each thread's launches have all
+        been delivered, given the buffers that were out at ``now_ns`` (``held_since``: the
+        request time of each thread's oldest one).
+
+        CUPTI returns a thread's buffers whole and its records go into that thread's buffers
+        only, so a thread's launches older than its oldest buffer still out are in buffers
+        already parsed; a thread with none out has had all its launches parsed.  Kernels the
+        joiner holds back (launch not known yet) pull every watermark back to their start.
+        """
+        default = now_ns - DELIVERY_MARGIN_NS
+        held = self.joiner.held_start_ns() if self.joiner is not None else None
+        if held is not None:
+            default = min(default, held)
+        return default, {tid: min(t - DELIVERY_MARGIN_NS, default) for tid, t in held_since.items()}
 
     def add_time(self, key: str, seconds: float) -> None:
         """Add ``seconds`` to the diagnostic timing ``key``."""

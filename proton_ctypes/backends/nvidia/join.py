@@ -162,6 +162,13 @@ class Joiner:
         self._prune()
         return batch
 
+    def held_start_ns(self):
+        """The earliest start (``time_ns``) of the kernels held back for the next round, or None."""
+        held = self._held
+        if held is None or held["start"].size == 0:
+            return None
+        return int(held["start"].min()) - self.clock_offset_ns
+
     # ------------------------------------------------------------------ internals
     def _build(self, k: dict) -> np.ndarray:
         n = k["start"].size
