@@ -135,6 +135,31 @@ def parse_junit(path: str) -> dict:
     return {"counts": counts, "tests": tests}
 
 
+#: first-error fragments of a test file that cannot even be imported here (a module or name the
+#: installed triton lacks): the file is not runnable on this machine, not a failure
+IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
+
+
+def results_doc(summary: dict, command: str) -> dict:
+    """The machine-level record of one run: counts, the failing ids, and what could not run here
+    with its reason (skipped tests; files whose imports fail)."""
+    import datetime
+    import platform
+    failures, not_runnable = [], {}
+    for tid, t in sorted(summary["tests"].items()):
+        if t["outcome"] == "skipped":
+            not_runnable[tid] = t["reason"]
+        elif t["outcome"] == "error" and "::" not in tid and any(e in t["reason"] for e in IMPORT_ERRORS):
+            not_runnable[tid] = t["reason"]
+        elif t["outcome"] in ("failed", "error"):
+            failures.append(tid)
+    c = summary["counts"]
+    return {"machine": platform.node(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "command": command, "passed": c["passed"], "failed": c["failed"], "skipped": c["skipped"],
+            "errors": c["error"] - sum(1 for k in not_runnable if "::" not in k), "failures": failures,
+            "not_runnable": not_runnable}
+
+
 def one_line(text: str, limit: int = 220) -> str:
     text = " ".join(text.strip().split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -250,6 +275,9 @@ def run(args, extra) -> int:
     if args.summary:
         with open(args.summary, "w") as f:
             json.dump(summary, f, indent=1, sort_keys=True)
+    if args.results:
+        with open(args.results, "w") as f:
+            json.dump(results_doc(summary, "python tests/upstream/run.py " + " ".join(sys.argv[1:])), f, indent=1)
     return rc
 
 
@@ -264,6 +292,8 @@ def main(argv=None) -> int:
     p.add_argument("--files", nargs="+", default=DEFAULT_FILES, help="upstream test files (names in --upstream)")
     p.add_argument("--junit", help="write the junit XML here")
     p.add_argument("--summary", help="write counts and per-test outcomes (JSON) here")
+    p.add_argument("--results", help="write the run's record here: counts, failing ids, what could not run "
+                                     "and why (e.g. tests/upstream/results/h200.json)")
     p.add_argument("--upstream", default=DEFAULT_UPSTREAM, help="folder of the upstream test files")
     p.add_argument("--deps", default=DEFAULT_DEPS,
                    help="extra package folder put on PYTHONPATH (pandas/hatchet for the real viewer)")

@@ -11,7 +11,8 @@
 # PROTON_UPSTREAM_WHEELS (default .upstream/wheels-cpXY for this Python; make it on the CPU
 # machine with `run.py --download-wheels .upstream/wheels-cp312 --for-python 3.12`, ~38 MB,
 # and carry it too).
-# Writes OUTDIR/{ours,real}.xml (junit), {ours,real}.json (summaries), {ours,real}.txt
+# Writes OUTDIR/{ours,real}.xml (junit), {ours,real}.json (summaries), results-{ours,real}.json
+# (the run's record: tests/upstream/results/h200.json is results-ours.json), {ours,real}.txt
 # (pytest output + summary), compare.txt.  Per-run limit: PROTON_UPSTREAM_RUN_TIMEOUT s (270).
 set -u
 out=${1:?usage: run_on_gpu.sh OUTDIR [run.py options]}
@@ -34,7 +35,7 @@ nvidia-smi -L >> "$out/env.txt" 2>&1 || true
 
 for impl in ours real; do
   "$py" tests/upstream/run.py --impl "$impl" --timeout "$limit" \
-    --junit "$out/$impl.xml" --summary "$out/$impl.json" "$@" > "$out/$impl.txt" 2>&1
+    --junit "$out/$impl.xml" --summary "$out/$impl.json" --results "$out/results-$impl.json" "$@" > "$out/$impl.txt" 2>&1
   echo "$impl: pytest exit $?"
   sed -n '/^\[\(ours\|real\)/,$p' "$out/$impl.txt" | head -3
 done
