@@ -48,7 +48,8 @@ KERNEL_DTYPE = np.dtype([
     ("py_node", "<i8"),
 ])
 
-#: A callable taking one kernel batch; it may be called from any thread.
+#: A callable taking one kernel batch; it may be called from any thread (an empty batch too:
+#: the engine then only does its periodic work, such as trimming the scope logs).
 Sink = Callable[[np.ndarray], None]
 
 #: ``periodic_flushing``: seconds between the timed flushes of the GPU backends.
@@ -147,10 +148,12 @@ class Backend:
 
         Why per thread: CUPTI keeps one activity buffer per launching thread and returns a
         thread's buffers in order, so the oldest undelivered launch of one thread says nothing
-        about another's; one idle thread's half-full buffer holds back only its own watermark
-        (and, through :meth:`captures` and the thread that started a session, only the log
-        entries those still name), never the trimming of the others.  A thread a backend has
-        not seen gets ``default_ns`` (say, the start of its latest complete flush).
+        about another's: one idle thread's half-full buffer must hold back the trimming of its
+        own log only, never that of the others.  ``default_ns`` is the watermark of every thread
+        not in ``per_thread`` (threads with nothing pending, threads never seen): say, the
+        start of the latest flush that left no buffer behind.  The engine reads it in the sink
+        (on the thread calling it) and after :meth:`flush`; a sink call with an empty batch is
+        how a backend's timer lets the engine trim when no kernel ran.
         """
         return 0, {}
 
