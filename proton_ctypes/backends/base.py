@@ -153,7 +153,9 @@ class Backend:
         not in ``per_thread`` (threads with nothing pending, threads never seen): say, the
         start of the latest flush that left no buffer behind.  The engine reads it in the sink
         (on the thread calling it) and after :meth:`flush`; a sink call with an empty batch is
-        how a backend's timer lets the engine trim when no kernel ran.
+        how a backend's timer lets the engine trim when no kernel ran.  The engine holds its own
+        lock while it calls this and :meth:`captures` (the sink takes the same lock): neither may
+        wait for a lock the backend holds while it calls the sink.
         """
         return 0, {}
 
