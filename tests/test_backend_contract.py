@@ -37,7 +37,7 @@ def test_a_backend_with_nothing_to_offer_keeps_the_contracts_defaults():
     b = Bare()
     b.flush()
     b.stop()
-    assert (b.device_info([0]), b.lost(), b.dropped, b.delivered_before) == ({}, [], 0, 0)
+    assert (b.device_info([0]), b.lost(), b.dropped, b.delivered(), b.captures()) == ({}, [], 0, (0, {}), {})
     assert b.attribution == ATTRIBUTION_TIMESTAMP and b.pc_attribution is None and b.nvtx_scopes is None
     with pytest.raises(NotImplementedError):
         b.push_external(1)

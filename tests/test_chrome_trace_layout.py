@@ -378,7 +378,7 @@ def test_kernel_thread_without_scopes_has_a_number_but_no_lane(mock, tmp_path):
 def _capture(mock, fn):
     """Run ``fn`` as a graph capture: return ``[(kernel name, capture tid, capture ns)]``."""
     nodes = []
-    fn(lambda name: nodes.append((name, threading.get_native_id(), time.time_ns())))
+    fn(lambda name: nodes.append((name,) + mock.capture()))
     return nodes
 
 

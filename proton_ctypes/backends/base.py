@@ -28,7 +28,7 @@ CLOCK_REALTIME nanoseconds, already corrected by the backend's clock calibration
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -48,7 +48,8 @@ KERNEL_DTYPE = np.dtype([
     ("py_node", "<i8"),
 ])
 
-#: A callable taking one kernel batch; it may be called from any thread.
+#: A callable taking one kernel batch; it may be called from any thread (an empty batch too:
+#: the engine then only does its periodic work, such as trimming the scope logs).
 Sink = Callable[[np.ndarray], None]
 
 #: ``periodic_flushing``: seconds between the timed flushes of the GPU backends.
@@ -106,9 +107,6 @@ class Backend:
     #: :data:`ATTRIBUTION_TIMESTAMP` or :data:`ATTRIBUTION_EXTCORR` (then the engine calls
     #: :meth:`push_external`/:meth:`pop_external` at every scope edge); read after :meth:`start`.
     attribution: str = ATTRIBUTION_TIMESTAMP
-    #: ``time_ns`` before which every launched kernel has been delivered to the sink (after a
-    #: :meth:`flush`); the engine then drops scope-log entries no later kernel needs.  0: unknown.
-    delivered_before: int = 0
     #: ``mode="pcsampling"``: ``(sessions_active(backend), attribute_samples(backend, groups))``
     #: of :mod:`proton_ctypes.core.pc_samples`, given by :meth:`connect`; None until then.
     pc_attribution = None
@@ -137,6 +135,40 @@ class Backend:
 
     def stop(self) -> None:
         """Flush, then stop collecting; the backend may be started again later."""
+
+    def delivered(self) -> Tuple[int, Dict[int, int]]:
+        """The delivery watermark ``(default_ns, per_thread)``: every kernel launched by native
+        thread ``tid`` before ``per_thread.get(tid, default_ns)`` (``launch_ns``, the clock of
+        :data:`KERNEL_DTYPE`) has already been handed to the sink, and the sink has returned.
+        ``(0, {})``, the default: unknown (the engine then keeps every scope-log entry).
+
+        The engine trims each thread's scope log to the entry in force at that thread's
+        watermark, so a kernel row arriving later must never be launched before it: the
+        watermark of a thread may only move forward, and only past rows already delivered.
+
+        Why per thread: CUPTI keeps one activity buffer per launching thread and returns a
+        thread's buffers in order, so the oldest undelivered launch of one thread says nothing
+        about another's: one idle thread's half-full buffer must hold back the trimming of its
+        own log only, never that of the others.  ``default_ns`` is the watermark of every thread
+        not in ``per_thread`` (threads with nothing pending, threads never seen): say, the
+        start of the latest flush that left no buffer behind.  The engine reads it in the sink
+        (on the thread calling it) and after :meth:`flush`; a sink call with an empty batch is
+        how a backend's timer lets the engine trim when no kernel ran.  The engine holds its own
+        lock while it calls this and :meth:`captures` (the sink takes the same lock): neither may
+        wait for a lock the backend holds while it calls the sink.
+        """
+        return 0, {}
+
+    def captures(self) -> Dict[int, Sequence[int]]:
+        """The capture points later kernel rows may still name: ``{native tid: capture times (ns)}``,
+        every ``(cap_tid, cap_ns)`` a graph replay can carry (a CUDA-graph node captured on that
+        thread at that time).  The engine keeps the log entry in force at each of them while it
+        trims (a graph captured once is replayed for the rest of the run).
+
+        The engine calls it right after :meth:`delivered`; every capture point of a thread older
+        than the watermark that call returned must be listed.  A point left out later is
+        forgotten (its graph was destroyed).  ``{}``, the default: no graph replays."""
+        return {}
 
     def device_info(self, devices: Iterable[int]) -> dict:
         """The device block of the hatchet file for ``devices``: ``{"CUDA": {"0": {...}}}``;

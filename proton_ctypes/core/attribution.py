@@ -6,7 +6,7 @@ For every session using the backend that produced the batch (:func:`ingest`):
 2. per launching thread, find the context code in force at each launch time by
    ``np.searchsorted`` over the logs of that thread's views the session belonged to
    (rows no view of their thread covers get the starter thread's context at that thread's
-   first launch in the session, kept from then on; else ROOT); external-correlation
+   first launch in the session, resolved once and kept from then on; else ROOT); external-correlation
    and python-context rows carry their code already;
 3. graft capture-time paths below replay-time paths for graph replays;
 4. the phase of each row from the session's phase start times; then
@@ -59,14 +59,15 @@ def context_codes(session: Session, views_by_tid: dict, tids: np.ndarray, times:
             # enters a scope): its stack is a copy of the starter thread's taken at its first
             # launch in the session, and kept (Proton copies the stack at a thread's first event)
             rest = ~sub_done
-            first = session.first_launch.get(int(tid))
-            if first is None:
-                first = session.first_launch[int(tid)] = int(times[sel][rest].min())
-            alt = np.zeros(1, dtype=np.int64)
-            alt_done = np.zeros(1, dtype=bool)
-            _join_thread(session, views_by_tid, session.starter_tid, np.array([first], dtype=np.int64),
-                         alt, alt_done)
-            sub_out[rest] = alt[0] if alt_done[0] else callpath.ROOT
+            code = session.first_context.get(int(tid))
+            if code is None:
+                first = int(times[sel][rest].min())
+                alt = np.zeros(1, dtype=np.int64)
+                alt_done = np.zeros(1, dtype=bool)
+                _join_thread(session, views_by_tid, session.starter_tid, np.array([first], dtype=np.int64),
+                             alt, alt_done)
+                code = session.first_context[int(tid)] = int(alt[0]) if alt_done[0] else callpath.ROOT
+            sub_out[rest] = code
         out[sel] = sub_out
         done[sel] = True
     return out

@@ -10,8 +10,8 @@ import itertools
 import sys
 import threading
 
-from . import (attribution, general_path, lifecycle, naming, nvtx, pc_samples, registry, signatures, tensor_metrics,
-               threads)
+from . import (attribution, general_path, lifecycle, naming, nvtx, pc_samples, registry, retention, signatures,
+               tensor_metrics, threads)
 from ..backends import select
 from ..backends.base import Backend
 from .registry import G
@@ -31,6 +31,8 @@ _users: dict = {}
 
 
 def _sink_for(backend):
+    pace = retention.Pacer()
+
     def sink(batch):
         with G.lock:
             for s in list(G.sessions.values()):
@@ -39,6 +41,8 @@ def _sink_for(backend):
                         attribution.ingest(s, G.views_by_tid, batch)
                         if s.mode.periodic_flushing:
                             periodic_flush(s)
+            if pace.due():
+                retention.trim()
     return sink
 
 
@@ -178,19 +182,10 @@ def _merge_views(s: Session) -> None:
                 v.merge_created()
 
 
-def trim_logs(before_ns: int) -> None:
-    """Drop scope-log entries no kernel launched before ``before_ns`` can still need."""
-    with G.lock:
-        for views in G.views_by_tid.values():
-            for v in views:
-                v.compact(before_ns)
-
-
 def flush(s: Session) -> None:
     """Bring every record of ``s`` into its phases (backend buffers, tensors, views)."""
     s.backend.flush()
-    if s.backend.delivered_before:
-        trim_logs(s.backend.delivered_before)
+    retention.trim()
     tensor_metrics.drain(s)
     _merge_views(s)
     for p, pd in s.phases.items():

@@ -47,9 +47,10 @@ class Session:
         #: by native id (kernel records name the launching thread so)
         self.trace_threads = {}
         self.trace_native = {}
-        #: native thread id -> its first launch (ns) in the session, for threads whose launches
-        #: no view of their own covers: their stack is the starter's at that instant
-        self.first_launch: dict = {}
+        #: native thread id -> the context code of its launches that no view of its own covers:
+        #: the starter thread's at its first such launch in the session (resolved once, so the
+        #: starter's log need not keep that instant: :mod:`proton_ctypes.core.retention`)
+        self.first_context: dict = {}
         #: the backend's losses when the session started, ``{what: count}`` (see ``Backend.lost``)
         self.lost_at_start: dict = {}
         #: the losses already reported on stderr

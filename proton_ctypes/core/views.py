@@ -30,6 +30,8 @@ set or cleared, a launch op opened or closed, a view made.  The general path wri
 ``tests/test_log_entry.py`` runs both paths side by side and checks they log the same codes.
 The kernel join (:mod:`.attribution`) reads the log through :meth:`View.compact` as an
 ``(n, 2)`` int64 array and takes, for each launch, the code of the last entry at or before it.
+How long an entry is kept (until no kernel still to come can name it) is
+:mod:`proton_ctypes.core.retention`'s.
 """
 from __future__ import annotations
 
@@ -124,12 +126,13 @@ class View:
             ext.push_external(ext_id(code))
             self.ext_pushed = True
 
-    def compact(self, keep_after=None):
+    def compact(self, keep_after=None, pins=None):
         """Move the logged pairs into an int64 chunk (safe while the owner thread appends).
 
         With ``keep_after`` (ns), entries older than it are dropped except the last one
         before it (the context then in force): kernels launched before ``keep_after``
-        were all delivered already.
+        were all delivered already.  ``pins`` (sorted int64 times, the capture points of
+        graph replays still to come) keep the entry in force at each of them too.
         """
         log = self.log
         n = len(log) & ~1
@@ -145,7 +148,13 @@ class View:
         if keep_after is not None and len(a) > 1:
             i = int(np.searchsorted(a[:, 0], keep_after, side="right")) - 1
             if i > 0:
-                a = self.chunks[0] = a[i:].copy()
+                if pins is not None and len(pins) and pins[0] < a[i, 0]:
+                    held = np.searchsorted(a[:, 0], pins[pins < a[i, 0]], side="right") - 1
+                    # a pin before the first entry is looked up as the first entry
+                    held = np.unique(np.maximum(held, 0))
+                    a = self.chunks[0] = np.concatenate((a[held], a[i:]))
+                else:
+                    a = self.chunks[0] = a[i:].copy()
         return a
 
     def merge_created(self):

@@ -1,0 +1,283 @@
+"""A long run: millions of launches under two nested repeating scopes, one session, tree data.
+
+Run on the H200 (one invocation does everything)::
+
+    python bench/longrun.py --launches 3000000 --rounds 1 --json bench/results/longrun-h200.json
+
+A tiny Triton kernel is launched ``--launches`` times, each launch inside
+``with scope("layer")``, :data:`LAYERS` of them inside each ``with scope("step")``, with no
+user flush until ``finalize``.  Each implementation runs in its own process (``--worker``),
+which first times a bare loop (no profiler, no scope) of ``--bare-launches`` launches, so every
+profiled figure is paired with a bare one of the same process; the processes alternate round by
+round.  Along the profiled loop the worker samples its resident memory (``/proc/self/statm``)
+every ``--sample-every`` launches and, at the end, the CPU time of every thread but the launching
+one (``/proc/self/task/*/stat``: the profiler's collector and flush threads).
+
+Per implementation: ``us_per_op`` (profiled wall / launches), ``overhead_us`` (minus the bare
+figure), ``ratio_to_proton``, ``finalize_s``, ``kernels`` counted in the written file against
+``expected_kernels``, ``rss_growth_mb_per_million`` (the slope of resident memory after the first
+``--warm-launches``, a least-squares fit of the samples) and ``flush_cpu_us_per_kernel``; for
+proton_ctypes also the scope-log entries its views hold at the end of the loop.
+
+``--backend mock`` runs proton_ctypes with its mock GPU backend on a CPU (a smoke run of this
+script: the "kernel" is ``MockBackend.launch`` and a thread plays the collector's timer); its
+figures say nothing about a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IMPLS = ("proton", "proton_ctypes")
+#: kernel name in the written files
+KERNEL = "tiny"
+#: ``layer`` scopes (one launch each) per ``step`` scope
+LAYERS = 10
+#: --backend mock: seconds between the collector thread's timed flushes (CUPTI's periodic flush)
+MOCK_FLUSH_INTERVAL_S = 0.1
+CLOCK_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20
+
+
+def rss_mb() -> float:
+    """Resident memory of this process now (MB)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE_MB
+
+
+def thread_cpu_s() -> dict:
+    """CPU seconds (user + system) of every thread of this process, by native id."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[int(tid)] = (int(fields[11]) + int(fields[12])) * CLOCK_TICK_S
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def slope_per_million(samples: list, warm: int) -> float:
+    """MB per million launches of the ``(launches, rss_mb)`` samples taken at or after ``warm``
+    (least squares); None with fewer than two."""
+    pts = [(n, mb) for n, mb in samples if n >= warm]
+    if len(pts) < 2:
+        return None
+    mx = statistics.fmean(n for n, _ in pts)
+    my = statistics.fmean(mb for _, mb in pts)
+    den = sum((n - mx) ** 2 for n, _ in pts)
+    return sum((n - mx) * (mb - my) for n, mb in pts) / den * 1e6 if den else None
+
+
+def count_kernels(path: str) -> int:
+    """Kernels named :data:`KERNEL` in a hatchet file."""
+    with open(path) as f:
+        root = json.load(f)[0]
+    total, stack = 0, [root]
+    while stack:
+        n = stack.pop()
+        if n["frame"]["name"] == KERNEL:
+            total += int(n["metrics"].get("count", 0))
+        stack.extend(n["children"])
+    return total
+
+
+def _profiler(impl: str, backend: str):
+    if impl == "proton":
+        import triton.profiler as proton
+        return proton
+    sys.path.insert(0, ROOT)
+    import proton_ctypes as proton
+    if backend == "mock":
+        from proton_ctypes.backends import select
+        from proton_ctypes.backends.mock import MockBackend
+        select.register("mock", MockBackend)
+    return proton
+
+
+def _gpu_launcher():
+    """A launch of a tiny Triton kernel (compiled and warmed up), and the device sync."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def tiny(x_ptr):
+        tl.store(x_ptr, 1.0)
+
+    buf = torch.zeros(1, device="cuda")
+    tiny[(1,)](buf)
+    torch.cuda.synchronize()
+    return (lambda: tiny[(1,)](buf)), torch.cuda.synchronize
+
+
+def _loop(scope, launch, launches: int, sample_every: int, samples: list) -> None:
+    """``launches`` launches, each in a ``layer`` scope, LAYERS per ``step`` scope (``scope`` None:
+    no scopes); a resident-memory sample every ``sample_every`` launches (between two steps)."""
+    done = 0
+    while done < launches:
+        chunk = min(sample_every, launches - done)
+        steps, rest = divmod(chunk, LAYERS)
+        if scope is None:
+            for _ in range(chunk):
+                launch()
+        else:
+            for _ in range(steps):
+                with scope("step"):
+                    for _ in range(LAYERS):
+                        with scope("layer"):
+                            launch()
+            if rest:
+                with scope("step"):
+                    for _ in range(rest):
+                        with scope("layer"):
+                            launch()
+        done += chunk
+        samples.append((done, rss_mb()))
+
+
+def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_every: int, warm: int) -> dict:
+    """One process: a bare loop, then the profiled one; returns the figures."""
+    proton = _profiler(impl, backend)
+    collector = None
+    if backend == "mock":
+        from proton_ctypes.backends import select
+        mock = select.get("mock")
+        launch, sync = (lambda: mock.launch(KERNEL)), (lambda: None)
+    else:
+        launch, sync = _gpu_launcher()
+    t0 = time.perf_counter()
+    _loop(None, (lambda: None) if backend == "mock" else launch, bare_launches, sample_every, [])
+    sync()
+    bare_s = time.perf_counter() - t0
+    out = os.path.join(tempfile.mkdtemp(), "longrun")
+    me = threading.get_native_id()
+    proton.start(out, data="tree", **({"backend": "mock"} if backend == "mock" else {}))
+    if backend == "mock":
+        stop = threading.Event()
+
+        def timer():
+            while not stop.wait(MOCK_FLUSH_INTERVAL_S):
+                mock.timed_flush()
+        collector = threading.Thread(target=timer, daemon=True)
+        collector.start()
+    cpu0 = thread_cpu_s()
+    samples = [(0, rss_mb())]
+    t0 = time.perf_counter()
+    _loop(proton.scope, launch, launches, sample_every, samples)
+    sync()
+    wall_s = time.perf_counter() - t0
+    cpu1 = thread_cpu_s()
+    entries = None
+    if impl == "proton_ctypes":
+        from proton_ctypes.core import retention
+        entries = retention.retained_entries()
+    if collector is not None:
+        stop.set()
+        collector.join()
+    t0 = time.perf_counter()
+    proton.finalize()
+    finalize_s = time.perf_counter() - t0
+    others = sum(c - cpu0.get(tid, 0.0) for tid, c in cpu1.items() if tid != me)
+    kernels = count_kernels(out + ".hatchet")
+    return {"impl": impl, "bare_s": bare_s, "bare_launches": bare_launches, "wall_s": wall_s,
+            "finalize_s": finalize_s, "kernels": kernels, "expected": launches, "rss_samples": samples,
+            "rss_growth_mb_per_million": slope_per_million(samples, warm),
+            "other_threads_cpu_s": others, "flush_cpu_us_per_kernel": others / max(kernels, 1) * 1e6,
+            "log_entries_at_end": entries}
+
+
+def run(a) -> list:
+    """Every round of every implementation; prints and returns the rows."""
+    impls = a.impls.split(",")
+    runs = {i: [] for i in impls}
+    for r in range(a.rounds):
+        for impl in (impls if r % 2 == 0 else impls[::-1]):
+            cmd = [sys.executable, os.path.abspath(__file__), "--backend", a.backend, "--launches", str(a.launches),
+                   "--bare-launches", str(a.bare_launches), "--sample-every", str(a.sample_every),
+                   "--warm-launches", str(a.warm_launches), "--worker", impl]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0:
+                print(f"round {r} {impl}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
+                continue
+            res = json.loads(p.stdout.strip().splitlines()[-1])
+            runs[impl].append(res)
+            print(f"round {r} {impl:14s} bare {res['bare_s']:.2f} s ({res['bare_launches']}) profiled "
+                  f"{res['wall_s']:.2f} s kernels {res['kernels']}/{res['expected']} "
+                  f"rss {res['rss_growth_mb_per_million']} MB/M cpu {res['other_threads_cpu_s']:.2f} s",
+                  file=sys.stderr)
+    case = f"{a.launches} launches, scopes step/layer, one session, data=tree" + (
+        ", mock backend (CPU smoke run)" if a.backend == "mock" else "")
+    bare_us = [x["bare_s"] / x["bare_launches"] * 1e6 for rs in runs.values() for x in rs]
+    rows = []
+    if bare_us:
+        rows.append({"case": case, "impl": "bare", "us_per_op": round(statistics.median(bare_us), 3),
+                     "overhead_us": None, "ratio_to_proton": None, "finalize_s": None})
+    overhead = {i: statistics.median([(x["wall_s"] / x["expected"] - x["bare_s"] / x["bare_launches"]) * 1e6
+                                      for x in rs]) for i, rs in runs.items() if rs}
+    for impl, rs in runs.items():
+        if not rs:
+            continue
+        ref = overhead.get("proton")
+        growth = [x["rss_growth_mb_per_million"] for x in rs if x["rss_growth_mb_per_million"] is not None]
+        rows.append({
+            "case": case, "impl": impl,
+            "us_per_op": round(statistics.median([x["wall_s"] / x["expected"] * 1e6 for x in rs]), 3),
+            "overhead_us": round(overhead[impl], 3),
+            "ratio_to_proton": round(overhead[impl] / ref, 3) if ref else None,
+            "finalize_s": round(statistics.median([x["finalize_s"] for x in rs]), 4),
+            "launches": a.launches, "kernels": min(x["kernels"] for x in rs), "expected_kernels": a.launches,
+            "rss_growth_mb_per_million": round(statistics.median(growth), 2) if growth else None,
+            "flush_cpu_us_per_kernel": round(statistics.median([x["flush_cpu_us_per_kernel"] for x in rs]), 3),
+            "log_entries_at_end": [x["log_entries_at_end"] for x in rs],
+            "rss_mb_every_round": [[(n, round(mb, 1)) for n, mb in x["rss_samples"]] for x in rs]})
+    for row in rows:
+        print(json.dumps({k: v for k, v in row.items() if k != "rss_mb_every_round"}))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--launches", type=int, default=3_000_000)
+    ap.add_argument("--bare-launches", type=int, default=None,
+                    help="launches of the bare loop (default: the profiled count, at most 1 000 000)")
+    ap.add_argument("--sample-every", type=int, default=250_000, help="launches between two RSS samples")
+    ap.add_argument("--warm-launches", type=int, default=None,
+                    help="RSS growth is fitted after this many launches (default: 1 000 000, "
+                         "a third of the run when shorter)")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--backend", choices=("gpu", "mock"), default="gpu")
+    ap.add_argument("--impls", default=None, help="default: proton,proton_ctypes (mock: proton_ctypes)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--worker", metavar="IMPL", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.bare_launches is None:
+        a.bare_launches = min(a.launches, 1_000_000)
+    if a.warm_launches is None:
+        a.warm_launches = 1_000_000 if a.launches >= 2_000_000 else a.launches // 3
+    if a.worker:
+        print(json.dumps(worker(a.worker, a.backend, a.launches, a.bare_launches, a.sample_every,
+                                a.warm_launches)))
+        return
+    if a.impls is None:
+        a.impls = "proton_ctypes" if a.backend == "mock" else ",".join(IMPLS)
+    rows = run(a)
+    if a.json:
+        doc = {"machine": platform.node() or "h200", "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+               "command": "python " + " ".join(sys.argv), "rows": rows}
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""The scope logs stay bounded over a long run without a user flush (core/retention.py), and
+trimming them never loses or misattributes a kernel: late (held-back) deliveries, graph
+replays of an old capture, several threads, a session deactivated and reactivated midway,
+a thread that launches without scopes of its own.
+
+The mock backend stands in for CUPTI: ``timed_flush`` is the collector's timer, ``hold``
+keeps one thread's rows back as CUPTI keeps an idle thread's half-full buffer, and
+``delivered``/``captures`` are the watermark and capture points of the backend contract.
+"""
+import threading
+
+import numpy as np
+
+import proton_ctypes as proton
+from proton_ctypes.core import retention
+from proton_ctypes.core.registry import G
+from proton_ctypes.core.views import View
+from proton_ctypes.tree import callpath
+
+from conftest import flat, read_tree
+
+#: log entries per launch of the runs below: two scopes entered and left around it
+ENTRIES_PER_LAUNCH = 4
+#: timed flushes a late thread's rows stay back
+HOLD = 3
+
+
+def _retained(tids) -> int:
+    """Log entries the views of ``tids`` hold now (list part and chunks)."""
+    with G.lock:
+        return sum(len(v.log) // 2 + sum(len(c) for c in v.chunks)
+                   for tid in tids for v in G.views_by_tid.get(tid, ()))
+
+
+def _bound(threads: int, block: int) -> int:
+    """What the logs of ``threads`` threads may hold after a timed flush when each launches
+    ``block`` times between flushes: the blocks since the last trim (the sink trims every
+    TRIM_EVERY_BATCHES batches), those of a held thread, and the block in flight."""
+    return (retention.TRIM_EVERY_BATCHES + HOLD + 3) * threads * block * ENTRIES_PER_LAUNCH
+
+
+def _counts(name: str) -> dict:
+    root, _ = read_tree(f"{name}.hatchet")
+    return {path: m["count"] for path, m in flat(root).items() if "count" in m}
+
+
+def test_one_thread_logs_stay_bounded_with_late_buffers_replays_and_a_reactivated_session(mock):
+    rounds, block = 2000, 25
+    sid = proton.start("one", backend="mock")
+    tid = threading.get_native_id()
+    with proton.scope("capture"):
+        graph = [mock.capture(), mock.capture()]
+    expected = {"outer/inner/k": 0, "outer/inner/<captured_at>/capture/gk": 0}
+    worst = views = 0
+    for r in range(rounds):
+        active = not (100 <= r % 500 < 110)  # deactivated for 10 rounds, 4 times
+        if r % 500 == 100:
+            proton.deactivate(sid)
+        elif r % 500 == 110:
+            proton.activate(sid)
+        if r % (HOLD + 2) == 0:
+            mock.hold(tid, flushes=HOLD)
+        for i in range(block):
+            with proton.scope("outer"):
+                with proton.scope("inner"):
+                    mock.launch("k")
+                    if i == 0:
+                        for cap in graph:
+                            mock.launch("gk", cap=cap)
+        if active:
+            expected["outer/inner/k"] += block
+            expected["outer/inner/<captured_at>/capture/gk"] += len(graph)
+        mock.timed_flush()
+        if r >= rounds // 4:
+            worst = max(worst, _retained([tid]))
+            views = max(views, len(G.views_by_tid[tid]))
+    written = rounds * block * ENTRIES_PER_LAUNCH
+    assert worst <= _bound(1, block) < written // 10
+    assert views <= 3  # the retired views of the deactivations are dropped
+    assert len(G.sessions[sid].win_on) <= 2  # so are the closed windows
+    proton.finalize()
+    got = _counts("one")
+    assert {p: got.get(p) for p in expected} == expected
+    assert sum(got.values()) == sum(expected.values())
+
+
+def test_four_threads_logs_stay_bounded_with_one_late_thread(mock):
+    threads, rounds, block = 4, 500, 20
+    sid = proton.start("four", backend="mock")
+    edge, resume = threading.Barrier(threads + 1), threading.Barrier(threads + 1)
+    tids = [0] * threads
+    graph = []
+    captured = threading.Event()
+
+    def work(i):
+        tids[i] = threading.get_native_id()
+        if i == 0:  # a graph captured on one thread, replayed on every thread
+            with proton.scope("capture"):
+                graph.append(mock.capture())
+            captured.set()
+        captured.wait()
+        for _ in range(rounds):
+            for j in range(block):
+                with proton.scope(f"w{i}"):
+                    with proton.scope("inner"):
+                        mock.launch("k")
+                        if j == 0:
+                            mock.launch("gk", cap=graph[0])
+            try:
+                edge.wait()
+                resume.wait()
+            except threading.BrokenBarrierError:  # the last round, or the main thread failed
+                return
+
+    ts = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(threads)]
+    for t in ts:
+        t.start()
+    active_rounds = worst = 0
+    try:
+        for r in range(rounds):
+            edge.wait(timeout=60)  # every thread between two blocks
+            active_rounds += G.sessions[sid].active
+            if r % (HOLD + 2) == 0:
+                mock.hold(tids[1], flushes=HOLD)
+            if r == rounds // 2:
+                proton.deactivate(sid)
+            elif r == rounds // 2 + 5:
+                proton.activate(sid)
+            mock.timed_flush()
+            if r >= rounds // 4:
+                worst = max(worst, _retained(tids))
+            resume.wait(timeout=60)
+    finally:  # a failure must not leave the threads waiting
+        edge.abort()
+        resume.abort()
+        for t in ts:
+            t.join()
+    assert worst <= _bound(threads, block) < threads * rounds * block * ENTRIES_PER_LAUNCH // 5
+    proton.finalize()
+    got = _counts("four")
+    expected = {}
+    for i in range(threads):
+        expected[f"w{i}/inner/k"] = active_rounds * block
+        expected[f"w{i}/inner/<captured_at>/capture/gk"] = active_rounds
+    assert {p: got.get(p) for p in expected} == expected
+    assert sum(got.values()) == sum(expected.values())
+
+
+def test_a_held_thread_does_not_stop_the_trimming_of_the_others(mock):
+    proton.start("held", backend="mock")
+    go, done = threading.Event(), threading.Event()
+    late = []
+
+    def idle_thread():
+        late.append(threading.get_native_id())
+        with proton.scope("idle"):
+            mock.launch("k")
+            go.set()
+            done.wait()
+
+    t = threading.Thread(target=idle_thread, daemon=True)
+    t.start()
+    try:
+        go.wait()
+        mock.hold(late[0], flushes=10 ** 6)
+        me = threading.get_native_id()
+        for _ in range(50):
+            for _ in range(20):
+                with proton.scope("busy"):
+                    mock.launch("k")
+            mock.timed_flush()
+        assert mock.delivered()[1][late[0]] < mock.delivered()[0]
+        assert _retained([me]) <= (retention.TRIM_EVERY_BATCHES + 2) * 20 * 2
+    finally:  # a failure must not leave the thread waiting
+        done.set()
+        t.join()
+    proton.finalize()  # a forced flush: the held row too
+    assert _counts("held") == {"idle/k": 1, "busy/k": 1000}
+
+
+def test_a_thread_without_scopes_delivered_late_gets_the_starter_context_of_its_first_launch(mock):
+    """As autograd's thread: never a scope of its own, so its kernels take the starter thread's
+    context at its first launch, even when that launch arrives late and the next one comes
+    after the starter's log moved far past it."""
+    proton.start("adopt_late", backend="mock")
+    first, again, second = threading.Event(), threading.Event(), threading.Event()
+    worker = []
+
+    def launch_only():
+        worker.append(threading.get_native_id())
+        mock.launch("grad")
+        first.set()
+        if again.wait(timeout=60):
+            mock.launch("grad")
+        second.set()
+
+    def later(rounds):
+        for _ in range(rounds):
+            for _ in range(10):
+                with proton.scope("later"):
+                    mock.launch("k")
+            mock.timed_flush()
+
+    t = threading.Thread(target=launch_only, daemon=True)
+    with proton.scope("forward"):
+        t.start()
+        first.wait()
+    try:
+        mock.hold(worker[0], flushes=20)
+        later(40)  # held for 20 timed flushes, then attributed, then the log moves on
+        again.set()
+        second.wait()
+        later(20)
+    finally:
+        again.set()
+        t.join()
+    proton.finalize()
+    assert _counts("adopt_late") == {"forward/grad": 2, "later/k": 600}
+
+
+def test_compact_keeps_the_entry_in_force_at_each_capture_point():
+    v = View(None, (), [], callpath.ROOT, 0)
+    for t in range(10, 110, 10):  # entries at 10, 20, ..., 100 with codes 1..10
+        v.log += [t, t // 10]
+    pins = np.array([5, 35, 36, 70], dtype=np.int64)
+    kept = v.compact(keep_after=85, pins=pins)
+    assert kept[:, 1].tolist() == [1, 3, 7, 8, 9, 10]
+    times, codes = kept[:, 0], kept[:, 1]
+    for t, code in ((5, 1), (35, 3), (36, 3), (70, 7), (85, 8), (100, 10)):
+        assert codes[max(np.searchsorted(times, t, side="right") - 1, 0)] == code
+
+
+def test_the_mock_watermark_stays_at_the_oldest_held_row_of_a_late_thread(mock):
+    delivered = []
+    mock.start(delivered.append, mock.mode)
+    me = threading.get_native_id()
+    mock.launch("a")
+    first = mock._rows[-1][1]
+    mock.hold(me, flushes=2)
+    mock.timed_flush()
+    mock.launch("b")
+    mock.timed_flush()
+    default, per_thread = mock.delivered()
+    assert per_thread == {me: first} and default > first and [len(b) for b in delivered] == [0, 0]
+    mock.timed_flush()  # the hold is over: both rows, and the thread catches up
+    assert [len(b) for b in delivered] == [0, 0, 2] and mock.delivered()[1] == {}

@@ -1,0 +1,22 @@
+"""bench/longrun.py in its CPU smoke mode (the mock backend): it runs, counts every kernel and
+writes the long-run rows (the GPU figures come from the H200, never from here)."""
+import json
+import pathlib
+import subprocess
+import sys
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench" / "longrun.py"
+
+
+def test_longrun_bench_smoke_mode_counts_every_kernel_and_writes_the_long_run_rows(tmp_path):
+    out = tmp_path / "longrun.json"
+    subprocess.run([sys.executable, str(BENCH), "--backend", "mock", "--launches", "20000", "--sample-every", "5000",
+                    "--json", str(out)], check=True, capture_output=True, text=True, timeout=120)
+    rows = {r["impl"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"bare", "proton_ctypes"}
+    ours = rows["proton_ctypes"]
+    assert ours["kernels"] == ours["expected_kernels"] == ours["launches"] == 20000
+    for key in ("us_per_op", "overhead_us", "ratio_to_proton", "finalize_s", "rss_growth_mb_per_million",
+                "flush_cpu_us_per_kernel"):
+        assert key in ours
+    assert [n for n, _mb in ours["rss_mb_every_round"][0]] == [0, 5000, 10000, 15000, 20000]
