@@ -190,6 +190,11 @@ class CuptiBackend(Backend):
         :meth:`.nvidia.collector.Collector.watermark`); ``(0, {})`` when unknown."""
         return self.collector.delivered if self.collector is not None else (0, {})
 
+    def captures(self) -> dict:
+        """``{tid: [capture times]}`` of every CUDA-graph node captured while subscribed (the
+        ``(cap_tid, cap_ns)`` its replays carry; :class:`~.nvidia.callbacks.CallbackHub`)."""
+        return self._hub.capture_points() if self._hub is not None else {}
+
     # ------------------------------------------------------------------ diagnostics
     @property
     def kernel_stride(self) -> Optional[int]:

@@ -351,6 +351,13 @@ class CallbackHub:
         del entries[:n]
         return np.asarray(chunk, np.int64).reshape(n, GRAPH_LAUNCH_FIELDS)
 
+    def capture_points(self) -> dict:
+        """``{native tid: [time_ns, ...]}`` of every graph node captured (GRAPHNODE_CREATED)."""
+        out = {}
+        for tid, t in list(self.created.values()):
+            out.setdefault(tid, []).append(t)
+        return out
+
     def resolve_graph_nodes(self, node_ids: np.ndarray):
         """``(cap_tid, cap_ns)`` per replayed node id: follow clone links to the captured node."""
         uniq, inverse = np.unique(node_ids, return_inverse=True)

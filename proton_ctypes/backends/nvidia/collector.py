@@ -38,6 +38,9 @@ RECLAIM_SLACK_BUFFERS = 8
 RECLAIM_INTERVAL_S = 1.0
 #: The thread's wait between checks when nothing wakes it (no periodic flushing).
 IDLE_WAIT_S = 0.5
+#: With nothing to parse, the delivery watermark is still moved on (and the sink called with
+#: an empty batch, so the engine trims scope logs while no kernel completes) this often.
+TICK_INTERVAL_S = 1.0
 #: Seconds :meth:`Collector.stop_thread` waits for the thread.
 JOIN_TIMEOUT_S = 10
 #: Timestamps a record may carry, around the start time (the parser's plausibility window).
@@ -45,7 +48,7 @@ TIMESTAMP_WINDOW_BEFORE_NS = 3600 * 10**9            # one hour
 TIMESTAMP_WINDOW_AFTER_NS = 365 * 86400 * 10**9      # one year
 #: Slack taken off a delivery watermark (:meth:`Collector.watermark`): a launch in progress when
 #: it is taken may be stamped (``queued``) just before its thread asks CUPTI for a buffer.
-DELIVERY_MARGIN_NS = 10**9
+DELIVERY_MARGIN_NS = 100_000_000      # 0.1 s
 #: Kernels seen with no launch-API record at all before the "no API records" warning.
 MIN_KERNELS_FOR_API_CHECK = 16
 _API_KINDS = (L.KIND_DRIVER, L.KIND_RUNTIME)
@@ -132,7 +135,7 @@ class Collector:
         except Exception:
             pass
         next_flush = time.monotonic() + interval
-        next_reclaim = time.monotonic() + RECLAIM_INTERVAL_S
+        next_reclaim = next_tick = time.monotonic() + RECLAIM_INTERVAL_S
         wake, stop = self.pool.wake, self.stop_event
         while not stop.is_set():
             timeout = max(0.0, next_flush - time.monotonic()) if periodic else IDLE_WAIT_S
@@ -151,6 +154,9 @@ class Collector:
                     self.lib.flush_all()
                 if periodic or self.parse_due():
                     self.drain(hold=True)
+                elif self.per_thread_buffers and now >= next_tick:
+                    next_tick = now + TICK_INTERVAL_S
+                    self.drain(hold=True, idle=True)
             except Exception as e:  # never let the collector die silently
                 self.warn_once("collector", f"proton_ctypes: CUPTI collector error: {e!r}")
 
@@ -168,10 +174,12 @@ class Collector:
         return self.pool.outstanding - len(self.pool.completed) > threading.active_count() + RECLAIM_SLACK_BUFFERS
 
     # ------------------------------------------------------------------ the drain
-    def drain(self, hold: bool) -> None:
+    def drain(self, hold: bool, idle: bool = False) -> None:
         """Parse every completed buffer, recycle it, join and deliver one batch to the sink.
 
         ``hold``: keep kernels whose launch record may still come in a later buffer.
+        ``idle``: the timer's call -- the sink gets the batch even when it is empty (the
+        engine trims its logs there).
         """
         with self.lock:
             t0 = time.perf_counter()
@@ -215,11 +223,15 @@ class Collector:
             self.cupti_dropped += self.lib.dropped_records()
             self._check_api_records()
             t2 = time.perf_counter()
+            if snapshot is not None:
+                watermark = self.watermark(*snapshot)
             sink = self.sink
-            if len(batch) and sink is not None:
+            if (len(batch) or idle) and sink is not None:
+                if snapshot is not None and len(batch) == 0:
+                    self.delivered = watermark       # nothing in flight: it holds already
                 sink(batch)
             if snapshot is not None:
-                self.delivered = self.watermark(*snapshot)
+                self.delivered = watermark
             self.add_time("parse_s", t1 - t0)
             self.add_time("join_s", t2 - t1)
             self.add_time("sink_s", time.perf_counter() - t2)
