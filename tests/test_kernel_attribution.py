@@ -226,3 +226,22 @@ def test_a_thread_that_only_launches_keeps_the_starter_stack_of_its_first_launch
     root, _ = read_tree("adopt.hatchet")
     assert find(root, "degree5", "backward", "grad")["metrics"]["count"] == 3
     assert child_names(find(root, "degree3", "backward")) == []
+
+
+def test_a_new_thread_with_a_reused_native_id_does_not_inherit_the_dead_threads_scopes(mock):
+    """Linux reuses the native id of an ended thread: the new thread's kernels belong to its own
+    stack, not to the scope the old thread died in."""
+    from proton_ctypes.core import threads
+    proton.start("reuse", backend="mock")
+    proton.enter_scope("dead")            # the old thread ends inside this scope
+    mock.launch("old")
+    threads.tls.__dict__.clear()          # ... as if a new thread now ran with the same native id
+    mock.launch("new")
+    with proton.scope("fresh"):
+        mock.launch("newer")
+    proton.finalize()
+    root, _ = read_tree("reuse.hatchet")
+    assert find(root, "dead", "old")["metrics"]["count"] == 1
+    assert find(root, "new")["metrics"]["count"] == 1
+    assert find(root, "fresh", "newer")["metrics"]["count"] == 1
+    assert sorted(child_names(find(root, "dead"))) == ["old"]

@@ -46,16 +46,42 @@ class ThreadCtx:
         self.op_name = None
 
 
+class _ThreadEnd:
+    """Held only by a thread's thread-local storage: dropped when the thread ends, it closes
+    the thread's live views then.  The OS reuses native ids, and a view left open would take
+    the kernels of the next thread given the same id."""
+
+    __slots__ = ("tid",)
+
+    def __init__(self, tid: int):
+        self.tid = tid
+
+    def __del__(self):
+        try:
+            now = time_ns()
+            for v in list(G.views_by_tid.get(self.tid, ())):
+                if v.t1 is None:
+                    v.t1 = now
+        except Exception:  # interpreter teardown
+            pass
+
+
 def thread_ctx() -> ThreadCtx:
     """The calling thread's context, created (and registered) on first use."""
     try:
         return tls.ctx
     except AttributeError:
         ctx = ThreadCtx()
-        tls.ctx = ctx
         with G.lock:
+            # views still open under this native id belong to an ended thread (ids are reused)
+            now = time_ns()
+            for v in G.views_by_tid.get(ctx.tid, ()):
+                if v.t1 is None:
+                    v.t1 = now
             G.threads[ctx.tid] = ctx
             G.views_by_tid.setdefault(ctx.tid, [])
+        tls.ctx = ctx
+        tls.end = _ThreadEnd(ctx.tid)
         return ctx
 
 
