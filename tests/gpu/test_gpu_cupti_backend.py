@@ -66,7 +66,12 @@ def _run(mode="", python_context=None, body=None):
     return backend, sink.rows(), extra or {}
 
 
-def test_triton_and_torch_launches_join_to_thread_and_launch_time():
+@pytest.mark.parametrize("source", ["kernel", "api"])
+def test_triton_and_torch_launches_join_to_thread_and_launch_time(source, monkeypatch):
+    """Either launch source (the kernel record's buffer owner and queued time, or the fallback's
+    launch-API records) puts every launch inside its Python window, on its thread."""
+    if source == "api":
+        monkeypatch.setenv("PROTON_CTYPES_LAUNCH_SOURCE", "api")
     windows = []
 
     def body():
@@ -79,7 +84,13 @@ def test_triton_and_torch_launches_join_to_thread_and_launch_time():
             windows.append((before, time.time_ns()))
         torch.cuda.synchronize()
     backend, rows, _ = _run(body=body)
-    _report("join", backend)
+    _report(f"join ({source})", backend)
+    assert backend.launch_source == source
+    stats = backend.stats
+    if source == "kernel":
+        assert stats["join_owner_matched"] == 200 and stats["join_api_records"] == 0
+    else:
+        assert stats["join_api_matched"] == 200
     assert len(rows) == 200
     assert backend.stride_source == "walk"
     assert backend.kernel_stride == cupti_layout.expected_kernel_stride(backend.lib.version)
