@@ -1,6 +1,6 @@
 """Scope and state cost: real triton.profiler vs proton_ctypes, side by side in one process.
 
-Run: ``python bench/scope_overhead.py [--rounds R] [--n N] [--json PATH]``
+Run: ``python bench/scope_overhead.py [--rounds R] [--n N] [--data tree,trace] [--json PATH]``
 
 Real Proton runs host-only through the oracle recipe (stub libcupti/libcuda, fake sm_90
 driver: tests/oracle/real_proton.py).  proton_ctypes runs with the host-only backend ("host": scopes are
@@ -8,6 +8,10 @@ not logged because no kernel can need them) and with the mock GPU backend ("mock
 scope and state also appends its (time_ns, node) log entry, as under CUPTI).  Rounds
 interleave the implementations; the figure is the median over rounds of ns per
 operation (loop included), and the ratio is ours / Proton's of the same round.
+
+``--data`` picks the sessions' ``data=`` (both by default): the ``trace`` rows (named
+``..., data=trace``) time the same loops with chrome-trace sessions, whose every scope
+instance becomes a trace event.
 """
 from __future__ import annotations
 
@@ -85,11 +89,15 @@ REFERENCE = {"scope enter+exit": 0.70, "scope with 1 metric": 2.50, "scope with 
              "state enter+exit": 0.15}
 
 
-def run(impl, fn, n, sessions, tmp):
+#: the ``data=`` of the sessions a row times
+DATA = ("tree", "trace")
+
+
+def run(impl, fn, n, sessions, tmp, data="tree"):
     if impl == "proton":
-        p, kw = real, {}
+        p, kw = real, {"data": data}
     else:
-        p, kw = ours, {"backend": "host" if impl == "proton_ctypes" else "mock"}
+        p, kw = ours, {"backend": "host" if impl == "proton_ctypes" else "mock", "data": data}
     for i in range(sessions):
         p.start(os.path.join(tmp, f"{impl}{i}"), **kw)
     gc.collect()
@@ -108,32 +116,35 @@ def main():
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--json", default=None)
     ap.add_argument("--cases", default=None, help="comma-separated case names (default: all)")
+    ap.add_argument("--data", default=",".join(DATA), help="comma-separated data kinds (default: tree,trace)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
     impls = ["proton", "proton_ctypes", "proton_ctypes[mock]"]
     rows = []
-    print(f"{'case':28s} {'sessions':>8s} {'proton us':>10s} {'ours us':>9s} {'ratio':>6s} "
+    print(f"{'case':28s} {'data':>5s} {'sessions':>8s} {'proton us':>10s} {'ours us':>9s} {'ratio':>6s} "
           f"{'ours+log us':>11s} {'ratio':>6s}")
     wanted = a.cases.split(",") if a.cases else list(CASES)
-    for case, fn in CASES.items():
-        if case not in wanted:
-            continue
-        for sessions in (1, 3):
-            res = {i: [] for i in impls}
-            for r in range(a.rounds):
-                order = impls if r % 2 == 0 else impls[::-1]
-                for impl in order:
-                    res[impl].append(run(impl, fn, a.n, sessions, tmp))
-            med = {i: statistics.median(v) for i, v in res.items()}
-            ratio = {i: statistics.median([x / y for x, y in zip(res[i], res["proton"])]) for i in impls}
-            print(f"{case:28s} {sessions:8d} {med['proton']:10.3f} {med['proton_ctypes']:9.3f} "
-                  f"{ratio['proton_ctypes']:6.2f} {med['proton_ctypes[mock]']:11.3f} "
-                  f"{ratio['proton_ctypes[mock]']:6.2f}")
-            for i in impls:
-                rows.append({"case": f"{case}, {sessions} session{'s' if sessions > 1 else ''}"
-                             + (" (scope log on)" if i.endswith("[mock]") else ""),
-                             "impl": "proton_ctypes" if i.startswith("proton_ctypes") else i,
-                             "us_per_op": round(med[i], 4), "ratio_to_proton": round(ratio[i], 3)})
+    for data in a.data.split(","):
+        for case, fn in CASES.items():
+            if case not in wanted:
+                continue
+            for sessions in (1, 3):
+                res = {i: [] for i in impls}
+                for r in range(a.rounds):
+                    order = impls if r % 2 == 0 else impls[::-1]
+                    for impl in order:
+                        res[impl].append(run(impl, fn, a.n, sessions, tmp, data))
+                med = {i: statistics.median(v) for i, v in res.items()}
+                ratio = {i: statistics.median([x / y for x, y in zip(res[i], res["proton"])]) for i in impls}
+                print(f"{case:28s} {data:>5s} {sessions:8d} {med['proton']:10.3f} {med['proton_ctypes']:9.3f} "
+                      f"{ratio['proton_ctypes']:6.2f} {med['proton_ctypes[mock]']:11.3f} "
+                      f"{ratio['proton_ctypes[mock]']:6.2f}")
+                for i in impls:
+                    rows.append({"case": f"{case}, {sessions} session{'s' if sessions > 1 else ''}"
+                                 + ("" if data == "tree" else f", data={data}")
+                                 + (" (scope log on)" if i.endswith("[mock]") else ""),
+                                 "impl": "proton_ctypes" if i.startswith("proton_ctypes") else i,
+                                 "us_per_op": round(med[i], 4), "ratio_to_proton": round(ratio[i], 3)})
     if a.json:
         write_results(a.json, rows)
 
