@@ -11,12 +11,11 @@ import sys
 import threading
 from time import time_ns
 
-from . import signatures, threads
+from . import signatures, threads, trace_scopes
 from .registry import G
 from .views import View, first_seen
 from ..tree import callpath
 from ..tree.codes import op_code
-from ..tree.phase import ScopeRecord
 from ..tree import metrics as tmetrics
 
 #: process-wide scope/op id counter, starting at 1 (as Proton's)
@@ -104,12 +103,14 @@ def enter(ctx, name: str, sid: int):
 
     Returns the targets ``[(view_or_session, node), ...]`` the scope's metrics go to.
     A name that is not a ``str`` is refused even with no session to record it, as in Proton.
+    In trace sessions the scope's entry goes to the thread's trace log (:mod:`.trace_scopes`).
     """
     if type(name) is not str:
         raise signatures.scope_name(name)
     threads.ensure(ctx)
     st = ctx.state
     targets = []
+    traced = None
     for v in ctx.views:
         node = v.kids.get(name)
         if node is None:
@@ -123,30 +124,30 @@ def enter(ctx, name: str, sid: int):
         v.note(eff)
         targets.append((v, eff))
         if v.trace:
-            rec = ctx.open_trace.get(sid)
-            if rec is None:
-                rec = ctx.open_trace[sid] = [time_ns(), {}, {}, name]
+            if traced is None:
+                traced = {}
             for s in v.sessions:
                 if s.data == "trace":
-                    rec[1][s.id] = eff
-                    s.trace_thread(threading.get_ident(), ctx.tid)
+                    traced[s.id] = eff
+                    s.trace_thread(ctx.ident, ctx.tid)
     if G.py_active:
         node = python_node(3)
         for s in G.py_active:
             first_seen(s.current.created, node)
             targets.append((s, node))
             if s.data == "trace":
-                rec = ctx.open_trace.get(sid)
-                if rec is None:
-                    rec = ctx.open_trace[sid] = [time_ns(), {}, {}, name]
-                rec[1][s.id] = node
-                s.trace_thread(threading.get_ident(), ctx.tid)
+                if traced is None:
+                    traced = {}
+                traced[s.id] = node
+                s.trace_thread(ctx.ident, ctx.tid)
+    if traced is not None:
+        ctx.trace.log.append((sid, time_ns(), traced))
     return targets
 
 
 def exit(ctx, sid: int) -> None:
     """Close scope ``sid`` in every view of the thread that recorded it (scopes opened inside it
-    are re-rooted: README, "Differences from Proton")."""
+    are re-rooted: README, "Differences from Proton"); log its exit for trace sessions."""
     threads.ensure(ctx)
     st = ctx.state
     for v in ctx.views:
@@ -160,19 +161,9 @@ def exit(ctx, sid: int) -> None:
         else:
             continue
         v.note(v.context_node(st))
-    rec = ctx.open_trace.pop(sid, None) if ctx.open_trace else None
-    if rec is not None:
-        _emit_trace_scope(ctx, sid, rec)
-
-
-def _emit_trace_scope(ctx, sid, rec):
-    t1 = time_ns()
-    t0, nodes, raw, _name = rec
-    for s_id, node in nodes.items():
-        s = G.sessions.get(s_id)
-        if s is None or not s.active:
-            continue
-        s.current.trace.scopes.append(ScopeRecord(s.trace_native.get(ctx.tid, 0), t0, t1, node, sid, dict(raw)))
+    tr = ctx.trace
+    if tr is not None and tr.active:
+        tr.log.append((sid, time_ns()))
 
 
 def session_targets(targets):
@@ -188,31 +179,31 @@ def session_targets(targets):
     return out
 
 
+def _trace_entered(targets) -> bool:
+    """Whether a scope entered with ``targets`` has a trace event (a trace view or session)."""
+    for t, _node in targets:
+        if t.trace if isinstance(t, View) else t.data == "trace":
+            return True
+    return False
+
+
 def add_metrics(ctx, sid, targets, scalar: dict) -> None:
     """Validate ``scalar`` metrics (all or nothing) and add them at each target node of a tree
-    session, and to the scope's trace event.
-
-    A trace event checks types within itself only (the metrics given at entry and at exit),
-    as in Proton: the same scope may carry an int in one event and a float in the next."""
+    session, and to the trace event of scope ``sid`` (:func:`.trace_scopes.add_metrics`: an
+    event checks types within itself only, as in Proton)."""
     for s, node in session_targets(targets):
         if s.data != "trace":
             tmetrics.add((s.current.flex,), node, scalar)
-    rec = ctx.open_trace.get(sid) if ctx.open_trace else None
-    if rec is not None:
-        raw = rec[2]
-        items = [(k, tmetrics.normalize(k, scalar[k])) for k in sorted(scalar)]
-        for k, (stored, pty, vt, val) in items:
-            cur = raw.get(k)
-            if cur is not None and cur[0] != vt:
-                raise tmetrics.type_mismatch(stored, cur[0], vt)
-            if cur is None or pty == tmetrics.PTY:
-                raw[k] = (vt, val)
-            elif vt >= tmetrics.VINT:
-                if len(cur[1]) != len(val):
-                    raise tmetrics.size_mismatch(stored, len(cur[1]), len(val))
-                raw[k] = (vt, [a + b for a, b in zip(cur[1], val)])
-            else:
-                raw[k] = (vt, cur[1] + val)
+    if ctx.trace is not None and _trace_entered(targets):
+        trace_scopes.add_metrics(ctx.trace, sid, [(k, tmetrics.normalize(k, scalar[k])) for k in sorted(scalar)])
+
+
+def add_op_metrics(targets, scalar: dict) -> None:
+    """Add a launch op's ``scalar`` metrics at each target node of a tree session (an op has no
+    trace event)."""
+    for s, node in session_targets(targets):
+        if s.data != "trace":
+            tmetrics.add((s.current.flex,), node, scalar)
 
 
 def clear_state_after_metrics(ctx) -> None:

@@ -11,7 +11,7 @@ import sys
 import threading
 
 from . import (attribution, general_path, lifecycle, naming, nvtx, pc_samples, registry, retention, signatures,
-               tensor_metrics, threads)
+               tensor_metrics, threads, trace_scopes)
 from ..backends import select
 from ..backends.base import Backend
 from .registry import G
@@ -153,6 +153,7 @@ def _after_fork_in_child() -> None:
     G.py_active = ()
     G.epoch += 1
     threads.tls.__dict__.clear()
+    trace_scopes.forget_all()
     _by_name.clear()
     _users.clear()
 
@@ -176,6 +177,8 @@ def set_active(session, on: bool, flushing: bool = False) -> None:
 
 
 def _merge_views(s: Session) -> None:
+    """Publish what the threads recorded to the phases: the views' nodes, the trace logs' records."""
+    trace_scopes.settle_all()
     for views in G.views_by_tid.values():
         for v in views:
             if s in v.sessions:

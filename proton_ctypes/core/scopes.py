@@ -4,10 +4,11 @@ A scope names a region of host code; kernels launched inside it, and the metrics
 to it, land on its call-path node (``ROOT/outer/inner``).  Scopes nest per thread; a new
 thread starts from a copy of the stack of the thread that started the session.
 
-The common case (one group of sessions on this thread, shadow context, tree data) is
-inlined here: a dict lookup in the call-path trie, two list appends, and -- only when a
-GPU backend will need to attribute kernels -- a ``(time_ns(), node)`` log entry.  Every
-other case goes through :mod:`.general_path`.
+The common case (one group of sessions on this thread, shadow context) is inlined here:
+a dict lookup in the call-path trie, two list appends, and -- only when a GPU backend will
+need to attribute kernels -- a ``(time_ns(), node)`` log entry, and -- only for
+``data="trace"`` sessions -- the scope's entry and exit in the thread's trace log
+(:mod:`.scope_events` says more).  Every other case goes through :mod:`.general_path`.
 """
 from __future__ import annotations
 
@@ -16,12 +17,10 @@ import time
 from functools import wraps
 from typing import Any, Optional
 
-from . import general_path
+from . import general_path, scope_events, trace_scopes
 from .threads import tls, thread_ctx
 from .flags import flags
-from .metric_values import transform_tensor_metrics
-from .tensor_metrics import add_tensor_metrics
-from ..tree import callpath, messages
+from ..tree import callpath
 from ..tree import metrics as _tmetrics
 from ..tree.metrics import (DOUBLE, I64_MAX, I64_MIN, INT, PTY, SMALL_MAX, SMALL_MIN, add_planned,
                             add_value)
@@ -31,120 +30,19 @@ _flags = flags
 _kids = callpath.kids
 _parent = callpath.parent
 _child = callpath.child
-_next_id = general_path.next_id
-#: the counter behind ``general_path.next_id`` (``next(_ids)`` is the cheaper call)
-_ids = _next_id.__self__
+_ids = scope_events.ids
 _time_ns = time.time_ns
+_enter = scope_events.enter
+_exit = scope_events.exit
+_push = scope_events.push
+_abandon = scope_events.abandon
+_add_scope_metrics = scope_events.add_scope_metrics
+_trace_plain = trace_scopes.add_plain
 # bound by assignment, not import: CPython 3.11 compiles ``name.get(...)`` on an imported
 # name as an attribute load (no LOAD_METHOD), which costs a bound-method object per call
 _scalar_keys = _tmetrics.scalar_keys
 
 thread_local_scopes = threading.local()
-
-
-def _add_scope_metrics(ctx, sid, targets, metrics) -> None:
-    scalar, tensor = transform_tensor_metrics(metrics)
-    try:
-        if scalar:
-            general_path.add_metrics(ctx, sid, targets, scalar)
-        if tensor:
-            # as in Proton, the metric kernels run inside metadata_state(): their kernel
-            # records land under __proton_launch_metadata, which the viewer hides
-            general_path.set_state(ctx, callpath.METADATA_FRAME)
-            add_tensor_metrics(ctx, sid, targets, tensor)
-    finally:
-        general_path.clear_state_after_metrics(ctx)
-
-
-def _push(ctx, v, sid: int, name: str) -> int:
-    """Open scope ``sid`` named ``name`` in the thread's fast-path view ``v``; return the node
-    kernels now attach to (the scope's, or its state child).  ``scope.__enter__`` inlines this."""
-    node = v.kids.get(name)
-    if node is None:
-        node = general_path.scope_child(v.top, name, sid)
-    v.ids.append(sid)
-    v.top = node
-    v.kids = _kids[node]
-    st = ctx.state
-    if st is not None:
-        node = _child(node, st)
-    if node not in v.created:
-        v.created[node] = _time_ns()
-    if v.logging:
-        log = v.log
-        # the log entry (time_ns, code): the contract is in core/views.py
-        log.append(_time_ns())
-        log.append(node)
-    return node
-
-
-def _abandon(ctx, sid, metrics) -> None:
-    """Close scope ``sid`` whose ``metrics`` were refused (a type error, a type mismatch):
-    the caller raises and no ``__exit__`` follows, so nothing may stay open (Proton leaves it
-    open).  The state goes first, as Proton's ``metadata_state`` exit clears it.  Metrics
-    that are not a dict at all get the one error that says so, whatever broke first."""
-    general_path.clear_state_after_metrics(ctx)
-    _exit(sid)
-    if not hasattr(metrics, "items"):
-        raise messages.metrics_not_a_dict(metrics) from None
-
-
-def _enter(obj, metrics) -> int:
-    """Enter a scope for ``obj`` (anything with ``name``); store targets on it; return the id.
-
-    If the metrics are refused, the scope is closed again before the error propagates.
-    """
-    sid = next(_ids)
-    name = obj.name
-    try:
-        ctx = tls.ctx
-    except AttributeError:
-        ctx = thread_ctx()
-    v = ctx.view
-    if v is not None:
-        node = _push(ctx, v, sid, name)
-        obj._targets = ((v, node),)
-        if metrics:
-            try:
-                if not add_planned(v.flexes, node, metrics, v.plans):
-                    _add_scope_metrics(ctx, sid, obj._targets, metrics)
-                elif ctx.state is not None:
-                    general_path.clear_state_after_metrics(ctx)
-            except BaseException:
-                _abandon(ctx, sid, metrics)
-                raise
-        return sid
-    obj._targets = general_path.enter(ctx, name, sid)
-    if metrics:
-        try:
-            _add_scope_metrics(ctx, sid, obj._targets, metrics)
-        except BaseException:
-            _abandon(ctx, sid, metrics)
-            raise
-    return sid
-
-
-def _exit(sid) -> None:
-    try:
-        ctx = tls.ctx
-    except AttributeError:
-        ctx = thread_ctx()
-    v = ctx.view
-    if v is not None:
-        ids = v.ids
-        if ids and ids[-1] == sid:
-            ids.pop()
-            top = _parent[v.top] if ids else 0
-            v.top = top
-            v.kids = _kids[top]
-            if v.logging:
-                st = ctx.state
-                log = v.log
-                # the log entry (time_ns, code): the contract is in core/views.py
-                log.append(_time_ns())
-                log.append(top if st is None else _child(top, st))
-            return
-    general_path.exit(ctx, sid)
 
 
 class scope:
@@ -207,14 +105,30 @@ class scope:
             node = _child(node, st)
         if node not in v.created:
             v.created[node] = _time_ns()
-        if v.logging:
-            log = v.log
-            # the log entry (time_ns, code): the contract is in core/views.py
-            log.append(_time_ns())
-            log.append(node)
+        tl = v.tlog
+        if tl is None:
+            if v.logging:
+                log = v.log
+                # the log entry (time_ns, code): the contract is in core/views.py
+                log.append(_time_ns())
+                log.append(node)
+        else:
+            t = _time_ns()
+            # the trace log's enter entry: the contract is in core/trace_scopes.py
+            tl.append((sid, t, node))
+            if v.logging:
+                log = v.log
+                log.append(t)
+                log.append(node)
         m = self.metrics
         if m:
             try:
+                if tl is not None:  # the trace event takes the metrics (tree sessions too: the general path)
+                    if v.flexes or not _trace_plain(ctx.trace, sid, m):
+                        _add_scope_metrics(ctx, sid, ((v, node),), m)
+                    elif st is not None:
+                        general_path.clear_state_after_metrics(ctx)
+                    return self
                 if len(m) == 1:
                     # one plain number under a key seen before: tree.metrics.add_plain, inlined (the
                     # plan of add_planned would cost more than it saves for one key)
@@ -273,12 +187,23 @@ class scope:
                 top = _parent[v.top] if ids else 0
                 v.top = top
                 v.kids = _kids[top]
-                if v.logging:
-                    st = ctx.state
-                    log = v.log
-                    # the log entry (time_ns, code): the contract is in core/views.py
-                    log.append(_time_ns())
-                    log.append(top if st is None else _child(top, st))
+                tl = v.tlog
+                if tl is None:
+                    if v.logging:
+                        st = ctx.state
+                        log = v.log
+                        # the log entry (time_ns, code): the contract is in core/views.py
+                        log.append(_time_ns())
+                        log.append(top if st is None else _child(top, st))
+                else:
+                    t = _time_ns()
+                    # the trace log's exit entry: the contract is in core/trace_scopes.py
+                    tl.append((sid, t))
+                    if v.logging:
+                        st = ctx.state
+                        log = v.log
+                        log.append(t)
+                        log.append(top if st is None else _child(top, st))
                 return
             general_path.exit(ctx, sid)
 

@@ -1,11 +1,11 @@
-"""Per-thread state: the calling thread's context (its views, state slot, open trace scopes and
+"""Per-thread state: the calling thread's context (its views, state slot, trace log and
 launch-hook state) and the regrouping of its views when the active sessions change.
 
 :func:`thread_ctx` is the hot paths' entry point (one thread-local read); :func:`ensure`
 regroups the thread's views when the registry's epoch moved (:mod:`.registry`), and
-:func:`resync` does it: each thread keeps at most one *fast-path* view (``ThreadCtx.view``),
-set only when exactly one plain view exists and profiling is on, so the hot paths test the
-view alone.
+:func:`resync` does it: each thread keeps at most one *fast-path* view (``ThreadCtx.view``,
+:func:`fast_view`), set only when exactly one plain view exists and profiling is on, so the
+hot paths test the view alone.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import threading
 
 from time import time_ns
 
+from . import trace_scopes
 from .flags import flags as _flags
 from .registry import G
 from .views import View
@@ -24,11 +25,13 @@ tls = threading.local()
 class ThreadCtx:
     """Everything the profiler keeps for one thread."""
 
-    __slots__ = ("tid", "epoch", "view", "views", "state", "frozen", "open_trace", "launch", "op_id", "op_name",
-                 "__weakref__")
+    __slots__ = ("tid", "ident", "epoch", "view", "views", "state", "frozen", "trace", "launch", "op_id",
+                 "op_name", "__weakref__")
 
     def __init__(self):
         self.tid = threading.get_native_id()
+        #: ``threading.get_ident()``: trace sessions number their lanes by it
+        self.ident = threading.get_ident()
         self.epoch = -1
         #: the single live view when exactly one exists and no slow feature is on, else None
         self.view = None
@@ -36,8 +39,9 @@ class ThreadCtx:
         self.state = None
         #: session id -> (ids, top) of a deactivated session on this thread
         self.frozen = {}
-        #: scope id -> [t_enter, {session id: node}, raw metrics dict] for trace sessions
-        self.open_trace = {}
+        #: the thread's trace log (:class:`.trace_scopes.ThreadTrace`), from the first regrouping
+        #: that saw a ``data="trace"`` session
+        self.trace = None
         #: the launch hook's place in a Triton launch on this thread: None outside one, else
         #: a marker of :mod:`proton_ctypes.hooks.launch` or the view of an open fast op
         self.launch = None
@@ -144,11 +148,18 @@ def resync(ctx: ThreadCtx) -> None:
             G.views_by_tid.setdefault(ctx.tid, []).append(v)
         ctx.views = views
         ctx.epoch = epoch
-        # the fast-path view exists only while profiling is on: hot paths test the view alone
-        ctx.view = views[0] if (len(views) == 1 and not views[0].trace and views[0].ext is None
-                                and not G.py_active and _flags.profiling_on) else None
-        if epoch != G.epoch:
-            ctx.view = None
+        trace_scopes.mark(ctx, views)
+        ctx.view = fast_view(ctx, views) if epoch == G.epoch else None
+
+
+def fast_view(ctx: ThreadCtx, views):
+    """The thread's fast-path view among its ``views``: the only one, while profiling is on, no
+    python-context session is active and the view's backend attributes kernels through the log
+    (not by external ids); else None (the hot paths test the view alone)."""
+    if len(views) != 1 or G.py_active or not _flags.profiling_on:
+        return None
+    v = views[0]
+    return None if v.ext is not None else v
 
 
 def _code(v, state):

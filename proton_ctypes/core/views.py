@@ -25,7 +25,7 @@ consecutive items**, appended in this order by the thread that owns the view:
 An entry is written only when the view logs (``View.logging``: a member session's backend
 produces kernel rows) and at every change of that context: a scope entered or exited, a state
 set or cleared, a launch op opened or closed, a view made.  The general path writes it with
-:meth:`View.note`; the fast paths (:mod:`.scopes`, :mod:`.states`,
+:meth:`View.note`; the fast paths (:mod:`.scopes`, :mod:`.scope_events`, :mod:`.states`,
 :mod:`proton_ctypes.hooks.launch`) inline the two appends, and
 ``tests/test_log_entry.py`` runs both paths side by side and checks they log the same codes.
 The kernel join (:mod:`.attribution`) reads the log through :meth:`View.compact` as an
@@ -49,14 +49,15 @@ class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
 
     __slots__ = ("sessions", "phases", "flexes", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
-                 "merged", "logging", "trace", "ctx", "ext", "ext_pushed", "plans")
+                 "merged", "logging", "trace", "tlog", "ctx", "ext", "ext_pushed", "plans")
 
     def __init__(self, ctx, sessions, ids, top, t0):
         self.ctx = ctx
         self.sessions = sessions
         self.phases = tuple(s.current for s in sessions)
-        #: the user-metric dicts of those phases (views hold only active sessions)
-        self.flexes = tuple(p.flex for p in self.phases)
+        #: the user-metric dicts of the phases of the tree sessions (views hold only active
+        #: sessions; a trace session keeps a scope's metrics in its trace event)
+        self.flexes = tuple(p.flex for s, p in zip(sessions, self.phases) if s.data != "trace")
         #: scope ids of the open scopes, innermost last; their nodes are ``top`` and its
         #: ancestors (each open scope's node is the parent of the next one's)
         self.ids = ids
@@ -74,6 +75,9 @@ class View:
         self.merged = 0
         self.logging = any(s.uses_device for s in sessions)
         self.trace = any(s.data == "trace" for s in sessions)
+        #: with trace sessions: the owner thread's trace log (set by ``trace_scopes.mark``), where
+        #: the fast paths log each scope's entry and exit; else None
+        self.tlog = None
         #: a backend attributing by external correlation ids (clock fallback), else None
         self.ext = next((s.backend for s in sessions if s.backend.attribution == ATTRIBUTION_EXTCORR), None)
         self.ext_pushed = False

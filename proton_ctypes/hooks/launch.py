@@ -167,7 +167,7 @@ class LaunchHook(Hook):
         if v is None or ctx.state is not None:
             self._enter_general(ctx, metadata, raw_name, seen[1])
             return
-        # Fast path: one plain view (one session group, no trace, no python context).
+        # Fast path: one plain view (one session group, no python context).
         # Proton evaluates the metadata inside metadata_state(name): kernels launched by
         # launch_metadata land under that state node.
         md_state = seen[1]
@@ -239,7 +239,7 @@ class LaunchHook(Hook):
         return True
 
     def _enter_general(self, ctx, metadata, raw_name, md_state) -> None:
-        """Every other case: several views, states, trace data, tensors, python context."""
+        """Every other case: several views, states, tensors, python context."""
         ctx.launch = _IN_HOOK
         try:
             _set_state(ctx, md_state)
@@ -272,7 +272,7 @@ class LaunchHook(Hook):
             sid = general_path.next_id()
             targets = general_path.op_prepare(ctx, kernel_name)
             if plain:
-                general_path.add_metrics(ctx, sid, targets, plain)
+                general_path.add_op_metrics(targets, plain)
             if tensor:
                 _set_state(ctx, md_state)
                 try:
