@@ -136,7 +136,8 @@ class Interpreter:
         self.proton.exit_state()
 
     def _thread(self, key, ops):
-        inner = Interpreter(self.proton, self.out, self.record, self.sessions, f"{key}.", self.errors)
+        # the interpreter's own class: a subclass's ops run in threads too
+        inner = type(self)(self.proton, self.out, self.record, self.sessions, f"{key}.", self.errors)
         ran = threading.Event()
 
         def body():
