@@ -28,15 +28,15 @@ Metrics given to a scope wait in ``ThreadTrace.metrics`` until its record is mad
 """
 from __future__ import annotations
 
-from types import MappingProxyType
+import gc
 
 from .registry import G
 from ..tree import metrics as tmetrics
 from ..tree.metrics import DOUBLE, I64_MAX, I64_MIN, INT, ROOFLINE_FLOAT, ROOFLINE_INT
 from ..tree.phase import ScopeRecord
 
-#: the metrics of a record whose scope had none (shared, read-only)
-NO_METRICS = MappingProxyType({})
+#: a ScopeRecord from its fields, without the Python frame of the named tuple's ``__new__``
+_record = tuple.__new__
 #: items of an enter entry of the trace log (an exit entry has two)
 ENTER_LEN = 3
 
@@ -60,7 +60,7 @@ class Mark:
 class ThreadTrace:
     """One thread's trace log, and what settling it keeps between flushes."""
 
-    __slots__ = ("ctx", "log", "active", "metrics", "pending", "at")
+    __slots__ = ("ctx", "log", "active", "metrics", "pending", "entered_under", "at")
 
     def __init__(self, ctx):
         #: the thread's context (``ctx.ident`` numbers its lane in a session)
@@ -71,9 +71,11 @@ class ThreadTrace:
         self.active = False
         #: scope id -> ``{name: (value type, value)}``: metrics of scopes not yet made into records
         self.metrics = {}
-        #: settling: scope id -> (t_enter, node or {session id: node}, session ids or None) of the
-        #: scopes entered and not exited yet
+        #: settling: scope id -> the enter entry of the scopes entered and not exited yet
         self.pending = {}
+        #: settling: scope id -> the fast-path view's trace sessions (``Mark.fast``) when it was
+        #: entered, for the fast-path scopes of ``pending`` entered before the latest mark
+        self.entered_under = {}
         #: settling: the mark in force at the end of the settled part of the log
         self.at = Mark({}, ())
 
@@ -188,30 +190,45 @@ def settle(tr: ThreadTrace) -> None:
     items = log[:n]
     del log[:n]
     pending = tr.pending
+    pop = pending.pop
+    entered_under = tr.entered_under
     at = tr.at
     metrics = tr.metrics
     ident = tr.ctx.ident
     for e in items:
         if type(e) is not tuple:
+            # a new mark: the fast-path scopes still open were entered under the one before
+            for sid, entry in pending.items():
+                if type(entry[2]) is int and sid not in entered_under:
+                    entered_under[sid] = at.fast
             at = e
-        elif len(e) == ENTER_LEN:
-            nodes = e[2]
-            pending[e[0]] = (e[1], nodes, at.fast if type(nodes) is int else None)
-        else:
-            sid = e[0]
-            p = pending.pop(sid, None)
-            if p is None:
-                continue
-            raw = metrics.pop(sid, None) if metrics else None
-            t0, nodes, fast = p
-            live = at.phases
-            pairs = ((s_id, nodes) for s_id in fast) if fast is not None else nodes.items()
-            for s_id, node in pairs:
+            continue
+        sid = e[0]
+        if len(e) == ENTER_LEN:
+            pending[sid] = e
+            continue
+        entry = pop(sid, None)
+        if entry is None:
+            continue
+        raw = metrics.pop(sid, None) if metrics else None
+        t0 = entry[1]
+        nodes = entry[2]
+        live = at.phases
+        if type(nodes) is int:
+            fast = entered_under.pop(sid, None) if entered_under else None
+            for s_id in at.fast if fast is None else fast:
                 hit = live.get(s_id)
                 if hit is not None:
                     s, pd = hit
-                    pd.trace.scopes.append(ScopeRecord(s.trace_threads.get(ident, 0), t0, e[1], node, sid,
-                                                       dict(raw) if raw else NO_METRICS))
+                    pd.trace.scopes.append(_record(ScopeRecord, (s.trace_threads.get(ident, 0), t0, e[1], nodes, sid,
+                                                                 dict(raw) if raw else None)))
+        else:
+            for s_id, node in nodes.items():
+                hit = live.get(s_id)
+                if hit is not None:
+                    s, pd = hit
+                    pd.trace.scopes.append(_record(ScopeRecord, (s.trace_threads.get(ident, 0), t0, e[1], node, sid,
+                                                                 dict(raw) if raw else None)))
     tr.at = at
     if pending:
         _forget_dead(tr)
@@ -220,19 +237,33 @@ def settle(tr: ThreadTrace) -> None:
 def _forget_dead(tr: ThreadTrace) -> None:
     """Drop the open scopes (and their metrics) of ``tr`` no live session can take any more."""
     live = G.sessions
-    for sid, (_t0, nodes, fast) in list(tr.pending.items()):
-        if not any(s_id in live for s_id in (fast if fast is not None else nodes)):
+    for sid, entry in list(tr.pending.items()):
+        nodes = entry[2]
+        ids = tr.entered_under.get(sid, tr.at.fast) if type(nodes) is int else nodes
+        if not any(s_id in live for s_id in ids):
             del tr.pending[sid]
+            tr.entered_under.pop(sid, None)
             tr.metrics.pop(sid, None)
 
 
 def settle_all() -> None:
-    """Make the records of every scope exited so far, on every thread (``core.manager``'s flush)."""
-    with G.lock:
-        for tr in list(_traced):
-            settle(tr)
-            if not tr.log and not tr.pending and G.threads.get(tr.ctx.tid) is not tr.ctx:
-                _traced.discard(tr)  # its thread ended and another took its native id
+    """Make the records of every scope exited so far, on every thread (``core.manager``'s flush).
+
+    The garbage collector's automatic passes wait meanwhile: settling makes no cyclic garbage, and
+    the records (tuple subclasses, which it never stops tracking) would make each full pass it
+    starts walk all of them again."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        with G.lock:
+            for tr in list(_traced):
+                settle(tr)
+                if not tr.log and not tr.pending and G.threads.get(tr.ctx.tid) is not tr.ctx:
+                    _traced.discard(tr)  # its thread ended and another took its native id
+    finally:
+        if paused:
+            gc.enable()
 
 
 def forget_all() -> None:

@@ -7,7 +7,7 @@ process-wide trie (:mod:`.callpath`); nothing here knows sessions, threads or ba
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
@@ -23,8 +23,10 @@ class ScopeRecord(NamedTuple):
     node: int
     #: the scope id (``scope_id`` of the event)
     scope_id: int
-    #: the metrics given to the scope: ``{name: (value type, value)}`` (:mod:`.metrics` types)
-    metrics: dict
+    #: the metrics given to the scope: ``{name: (value type, value)}`` (:mod:`.metrics` types), or
+    #: None when it had none (a record holding only ints and None is left alone by the garbage
+    #: collector: a trace may hold millions)
+    metrics: Optional[dict]
 
 
 class KernelRecords(NamedTuple):
