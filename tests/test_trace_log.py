@@ -3,10 +3,10 @@ the fast path (one view per thread: ``core/scopes.py``, ``core/scope_events.py``
 entry and exit, and the records are made at flush; they must give the files the general path
 (``core/general_path.py``) gives.
 
-Random programs (sessions of both kinds, scopes of every kind with metrics, states, kernels,
-launch ops, activate/deactivate, phases, threads, finalizes) run twice in-process: once as they
-come, once with every thread's fast-path view taken away (``threads.fast_view`` answers None), which
-sends every event down the general path.  Both runs must observe the same values and errors and
+Random programs (sessions of both kinds, periodic flushing, scopes of every kind with metrics,
+states, kernels, launch ops, activate/deactivate, phases, threads, finalizes) run twice in-process:
+once as they come, once with every thread's fast-path view taken away (``threads.fast_view``
+answers None), which sends every event down the general path.  Both runs must observe the same values and errors and
 write the same files (times and scope ids aside: those of the second run are later).
 """
 import json
@@ -89,6 +89,8 @@ def _ops(in_thread=False):
         st.tuples(st.just("start"), st.sampled_from(NAMES), st.sampled_from(["trace", "trace", "tree"]),
                   st.sampled_from(["shadow", "shadow", "shadow", "python"]), st.sampled_from([None, "triton"]),
                   st.just(None)).map(list),
+        st.tuples(st.just("start"), st.sampled_from(NAMES), st.just("trace"), st.just("shadow"), st.just(None),
+                  st.just("periodic_flushing:format=chrome_trace")).map(list),
         st.tuples(st.sampled_from(["activate", "deactivate"]), REF).map(list),
         st.tuples(st.just("phase"), REF).map(list),
         st.tuples(st.just("finalize"), REF, st.just("")).map(list),

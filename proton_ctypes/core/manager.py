@@ -177,7 +177,6 @@ def set_active(session, on: bool, flushing: bool = False) -> None:
 
 
 def _merge_views(s: Session) -> None:
-    """Publish what the threads recorded to the phases: the views' nodes, the trace logs' records."""
     trace_scopes.settle_all()
     for views in G.views_by_tid.values():
         for v in views:

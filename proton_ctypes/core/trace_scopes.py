@@ -2,9 +2,10 @@
 
 Every scope instance of a trace session becomes a :class:`~proton_ctypes.tree.phase.ScopeRecord`
 (its thread's lane, start, end, node, scope id, metrics).  The thread that enters and exits the
-scope does the least it can: it appends one tuple to its **trace log** at each end (the fast path
-of :mod:`.scopes` as cheaply as a tree scope's log entry), and the records are made when a session
-is flushed (:func:`settle_all`, called by ``core.manager``), on the flushing thread.
+scope does the least it can: it appends one tuple to its **trace log** at each end (on the fast
+path of :mod:`.scopes`, beside what a tree scope does; the ``time_ns()`` of a logging view's entry
+serves both), and the records are made when a session is flushed (:func:`settle_all`, called by
+``core.manager``), on the flushing thread.
 
 The trace log
 -------------
@@ -23,8 +24,10 @@ The trace log
 
 As in Proton, a scope's record goes to the sessions it was entered in that are still active when
 it exits, into their phase current then (the mark in force at the exit): a session deactivated
-meanwhile gets nothing.  A scope that never exits (left open at finalize) gives no record.
-Metrics given to a scope wait in ``ThreadTrace.metrics`` until its record is made.
+meanwhile gets nothing.  A scope that never exits (left open at finalize) gives no record; nor
+does one that exits while no trace session is active (its exit is not logged: it stays open in
+``ThreadTrace.pending`` until the sessions it was entered in end).  Metrics given to a scope wait
+in ``ThreadTrace.metrics`` until its record is made.
 """
 from __future__ import annotations
 
