@@ -259,3 +259,19 @@ def test_metadata_state_of_a_kernel_is_a_metadata_node_with_the_kernel_name_belo
             pass
     proton.finalize()
     assert written("mdk") == {"s1": {}, "s1/__proton_launch_metadata": {}, "s1/__proton_launch_metadata/k": {}}
+
+
+def test_a_state_set_inside_an_open_scope_adds_no_node_when_another_session_starts(tmp_path):
+    # found by the random programs against real Proton 3.9: the open scope stays, its state child
+    # appears only if something happens in it
+    proton.start(str(tmp_path / "p0"), backend="host")
+    proton.enter_scope("a")
+    proton.enter_state("s")
+    proton.start(str(tmp_path / "p1"), backend="host")
+    proton.exit_scope()
+    proton.exit_state()
+    proton.finalize()
+    with open(tmp_path / "p0.hatchet") as f:
+        root = json.load(f)[0]
+    (a,) = root["children"]
+    assert a["frame"]["name"] == "a" and a["children"] == []
