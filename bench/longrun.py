@@ -36,15 +36,16 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attribution import thread_cpu_s  # noqa: E402  (the same bench helpers, one copy)
+from threads import KERNEL, count_kernels  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ("proton", "proton_ctypes")
-#: kernel name in the written files
-KERNEL = "tiny"
 #: ``layer`` scopes (one launch each) per ``step`` scope
 LAYERS = 10
 #: --backend mock: seconds between the collector thread's timed flushes (CUPTI's periodic flush)
 MOCK_FLUSH_INTERVAL_S = 0.1
-CLOCK_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20
 
 
@@ -52,19 +53,6 @@ def rss_mb() -> float:
     """Resident memory of this process now (MB)."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * PAGE_MB
-
-
-def thread_cpu_s() -> dict:
-    """CPU seconds (user + system) of every thread of this process, by native id."""
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[int(tid)] = (int(fields[11]) + int(fields[12])) * CLOCK_TICK_S
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
 
 
 def slope_per_million(samples: list, warm: int) -> float:
@@ -77,19 +65,6 @@ def slope_per_million(samples: list, warm: int) -> float:
     my = statistics.fmean(mb for _, mb in pts)
     den = sum((n - mx) ** 2 for n, _ in pts)
     return sum((n - mx) * (mb - my) for n, mb in pts) / den * 1e6 if den else None
-
-
-def count_kernels(path: str) -> int:
-    """Kernels named :data:`KERNEL` in a hatchet file."""
-    with open(path) as f:
-        root = json.load(f)[0]
-    total, stack = 0, [root]
-    while stack:
-        n = stack.pop()
-        if n["frame"]["name"] == KERNEL:
-            total += int(n["metrics"].get("count", 0))
-        stack.extend(n["children"])
-    return total
 
 
 def _profiler(impl: str, backend: str):
@@ -189,7 +164,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     proton.finalize()
     finalize_s = time.perf_counter() - t0
     others = sum(c - cpu0.get(tid, 0.0) for tid, c in cpu1.items() if tid != me)
-    kernels = count_kernels(out + ".hatchet")
+    kernels = count_kernels(out + ".hatchet", "tree")
     return {"impl": impl, "bare_s": bare_s, "bare_launches": bare_launches, "wall_s": wall_s,
             "finalize_s": finalize_s, "kernels": kernels, "expected": launches, "rss_samples": samples,
             "rss_growth_mb_per_million": slope_per_million(samples, warm),

@@ -46,7 +46,8 @@ def _profiler(impl):
     return proton
 
 
-def _count_kernels(path: str, data: str) -> int:
+def count_kernels(path: str, data: str) -> int:
+    """Kernels named :data:`KERNEL` in a hatchet (``data="tree"``) or chrome-trace file."""
     if data == "tree":
         with open(path) as f:
             root = json.load(f)[0]
@@ -127,7 +128,7 @@ def worker(impl: str, data: str, threads: int, launches: int, waves: int = 1) ->
     finalize_s = time.perf_counter() - t0
     path = out + (".hatchet" if data == "tree" else ".chrome_trace")
     return {"impl": impl, "data": data, "bare_s": bare_s, "wall_s": wall_s, "finalize_s": finalize_s,
-            "kernels": _count_kernels(path, data), "expected": threads * per_wave * waves,
+            "kernels": count_kernels(path, data), "expected": threads * per_wave * waves,
             "rss_growth_mb": (rss1 - rss0) / 1024.0}
 
 
