@@ -21,6 +21,7 @@ Deliberate differences from Proton (README, "Differences from Proton"; the same 
   query string that is evaluated as a Python literal, so ``\\``, ``"`` and braces misbehave), and a
   threshold on a ``-inf`` value is not met (hatchet compares it as ``+inf``);
 * a ROOT metric already named ``x (inc)`` resolves to itself (see :mod:`.frame_metrics`).
+* ``apply_diff_profile`` works under pandas 3 too (Proton's, through hatchet's ``sub``, raises there).
 """
 
 import json
@@ -29,7 +30,7 @@ from numbers import Real
 
 import numpy as np
 
-from .frame_deps import InvalidQueryFilter, NegationQuery, Query, ht
+from .frame_deps import InvalidQueryFilter, NegationQuery, Query, ht, pd
 from .frame_metrics import derive_metrics, get_min_time_bytes, get_min_time_flops, match_available_metrics
 from .loader import flatten, kept_nodes, load_document, no_data_error
 from .metrics import metric_label
@@ -184,7 +185,45 @@ def apply_diff_profile(gf, derived_metrics, diff_file, metrics, include, exclude
     exc_metrics = [name for name in derived_metrics if not name.endswith("(inc)")]
     for frame in (gf, other):
         frame.inc_metrics, frame.exc_metrics = inc_metrics, exc_metrics
-    return gf.sub(other)
+    return _subtract(gf, other)
+
+
+def _subtract(gf, other):
+    """hatchet's ``gf.sub(other)`` with the rows missing on either side inserted by pandas alone.
+
+    hatchet inserts them through a Cython routine that writes into ``dataframe[...].values``, which
+    pandas 3's copy-on-write hands out read-only ("buffer source array is read-only"); the rows,
+    columns, dtypes and values here are hatchet's under every pandas.
+    """
+    left, right = gf.copy(), other.copy()
+    left._insert_missing_rows = lambda missing_from: _insert_missing_rows(left, missing_from)
+    try:
+        left.unify(right)  # graph union and node remapping: hatchet's own
+    finally:
+        del left._insert_missing_rows
+    return left._operator(right, left.dataframe.sub)
+
+
+def _insert_missing_rows(gf, other):
+    """Append to ``gf.dataframe`` the nodes of ``other`` it lacks, as hatchet's unify does.
+
+    ``_missing_node`` (added when either side lacks a node): 1 on rows only ``gf`` has, 2 on the rows
+    appended (their metrics NaN), 0 elsewhere.  Both dataframes are indexed by position here.
+    """
+    df, theirs = gf.dataframe, other.dataframe
+    metrics = sorted(set().union(gf.exc_metrics, gf.inc_metrics, other.exc_metrics, other.inc_metrics))
+    ours_keys = {hash(node) for node in df["node"]}
+    theirs_keys = {hash(node) for node in theirs["node"]}
+    only_ours = np.array([hash(node) not in theirs_keys for node in df["node"]], dtype=bool)
+    appended = theirs[[hash(node) not in ours_keys for node in theirs["node"]]].copy()
+    if only_ours.any() or len(appended):
+        df = df.assign(_missing_node=only_ours.astype(np.short))
+    if len(appended):
+        appended["_missing_node"] = np.full(len(appended), 2, dtype=np.int64)
+    for metric in metrics:
+        appended[metric] = np.full(len(appended), np.nan)
+    gf.dataframe = pd.concat([df, appended], axis=0, sort=True)
+    return gf
 
 
 def emit_warnings(gf, metrics):

@@ -444,7 +444,35 @@ def test_apply_diff_profile_matches_real_viewer(profiles, pair):
             gf, names = v.parse(metrics, first)
             return v.apply_diff_profile(gf, names, second, metrics, None, None, None)
         real, ours = run_both(call)
+        if is_hatchet_read_only_failure(real):  # pandas >= 3: nothing to compare with (ours: the test below)
+            continue
         assert_same(real, ours, f"{pair} {metrics}")
+
+
+def is_hatchet_read_only_failure(outcome):
+    """hatchet's ``sub`` under pandas 3 (copy-on-write): its Cython writes into a read-only ``.values``."""
+    return isinstance(outcome, Raised) and outcome.kind == "ValueError" and "read-only" in outcome.message
+
+
+@needs_hatchet
+def test_apply_diff_profile_subtracts_per_node_under_any_pandas(tmp_path):
+    kernel_time = {"count": 1, "device_id": "0", "device_type": "CUDA"}
+    first = node("ROOT", {"time (ns)": 0}, [node("a", {}, [node("k1", dict(kernel_time, **{"time (ns)": 10}))]),
+                                             node("b", {}, [node("k2", dict(kernel_time, **{"time (ns)": 5}))])])
+    second = node("ROOT", {"time (ns)": 0}, [node("a", {}, [node("k1", dict(kernel_time, **{"time (ns)": 4}))]),
+                                              node("c", {}, [node("k3", dict(kernel_time, **{"time (ns)": 7}))])])
+    for name, doc in (("first", first), ("second", second)):
+        write_json([doc, DEVICE], tmp_path / f"{name}.hatchet")
+    viewer = our_viewer()
+    gf, names = viewer.parse(["time/ns"], str(tmp_path / "first.hatchet"))
+    diff = viewer.apply_diff_profile(gf, names, str(tmp_path / "second.hatchet"), ["time/ns"], None, None, None)
+    rows = {name: (value, missing) for name, value, missing in
+            zip(diff.dataframe["name"], diff.dataframe["time/ns (inc)"], diff.dataframe["_missing_node"])}
+    assert {name: value for name, (value, _) in rows.items() if value == value} == pytest.approx(
+        {"ROOT": 15 - 11, "a": 6, "k1": 6, "b": 5, "k2": 5})  # b, k2: only in the first, kept
+    assert [name for name, (value, _) in rows.items() if value != value] == ["c", "k3"]  # only in the second: nan
+    assert {name: missing for name, (_, missing) in rows.items()} == \
+        {"ROOT": 0, "a": 0, "k1": 0, "b": 1, "k2": 1, "c": 2, "k3": 2}
 
 
 PRINT_CASES = [(["time/us", "count"], {"depth": 2}), (["time/ns"], {"print_sorted": True}),
