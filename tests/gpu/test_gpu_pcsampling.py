@@ -1,6 +1,7 @@
 """``mode="pcsampling"``: real Proton (``triton.profiler``) and proton_ctypes on the same kernels.
 
-A Triton matmul (512x512, fp16) and an attention-like kernel (softmax(QK^T)V over 512
+Two torch kernels in a scope (fills: cubins without line info) and, many times, a Triton
+matmul (512x512, fp16) and an attention-like kernel (softmax(QK^T)V over 512
 rows, one program per 64-row block) run under ``backend="cupti", mode="pcsampling"``,
 once per profiler, each in its own process (this file is also the child script:
 ``python test_gpu_pcsampling.py <module> <out dir>``).  Both hatchet files are compared:
@@ -89,6 +90,9 @@ def _child(module: str, out: str) -> None:
     torch.cuda.synchronize()
     os.makedirs(out, exist_ok=True)
     proton.start(os.path.join(out, "pcsampling"), backend="cupti", mode="pcsampling")
+    with proton.scope("init"):       # torch kernels: cubins without line info, samples on the kernel node
+        x = torch.ones((1 << 20,), device="cuda", dtype=torch.float32)
+        torch.zeros_like(x)
     for _ in range(LAUNCHES):        # the first launch compiles and loads the modules while profiling
         matmul_kernel[(n // 64, n // 64)](a, b, c, n, n, n, BM=64, BN=64, BK=32)
         attention_kernel[(n // 64,)](q, k, v, o, n, D=d, BM=64, BN=64)
@@ -123,10 +127,25 @@ def _total(kernel):
     return kernel["metrics"].get("num_samples", 0) + sum(m.get("num_samples", 0) for m in _frames(kernel).values())
 
 
+def _sample_nodes_without_kernel(node, under_kernel=False, path=""):
+    """Names of the nodes holding ``num_samples`` with no ``count`` node on their path."""
+    found = []
+    for child in node.get("children", []):
+        name, metrics = child["frame"]["name"], child.get("metrics", {})
+        kernel = under_kernel or "count" in metrics
+        if "num_samples" in metrics and not kernel:
+            found.append(f"{path}/{name}")
+        found.extend(_sample_nodes_without_kernel(child, kernel, f"{path}/{name}"))
+    return found
+
+
 def compare(ours, theirs) -> tuple:
     """``(problems, summary)`` for two hatchet trees (ROOT dicts)."""
     problems, summary = [], {}
     k_ours, k_theirs = _kernels(ours), _kernels(theirs)
+    strays = sorted(set(_sample_nodes_without_kernel(ours)) - set(_sample_nodes_without_kernel(theirs)))
+    if strays:
+        problems.append(f"ours: PC samples on nodes that are not (below) a kernel node: {strays[:5]}")
     if set(k_ours) != set(k_theirs):
         problems.append(f"kernel nodes {sorted(k_ours)} != Proton's {sorted(k_theirs)}")
     for name in sorted(set(k_ours) & set(k_theirs)):
@@ -143,6 +162,8 @@ def compare(ours, theirs) -> tuple:
             problems.append(f"{name}: stall-reason metric names {sorted(keys_ours ^ keys_theirs)} differ")
         if not f_theirs and not f_ours and t_theirs == 0:
             problems.append(f"{name}: Proton recorded no PC samples at all (sampling not working here?)")
+        if t_theirs > 0 and t_ours == 0:
+            problems.append(f"{name}: no PC samples on or under our kernel node (Proton's: {t_theirs})")
         if abs(t_ours - t_theirs) > 0.5 * max(t_ours, t_theirs) + 64:
             problems.append(f"{name}: total samples {t_ours} vs Proton's {t_theirs}")
         summary[name] = {"frames_ours": len(f_ours), "frames_proton": len(f_theirs),
