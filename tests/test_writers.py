@@ -162,8 +162,6 @@ def test_hatchet_json_is_indented_by_four_with_sorted_keys():
     assert text.strip() == json.dumps(json.loads(text), indent=4, sort_keys=True)
 
 
-@pytest.mark.xfail(strict=True, reason="product: Proton 3.9 writes a newline before and after the JSON "
-                                       "(nlohmann dump framed by '\\n'); proton_ctypes writes neither")
 def test_hatchet_file_is_the_json_between_two_newlines():
     _, raw = one_scope_file(metrics={"m": 1})
     text = raw.decode()
@@ -236,8 +234,6 @@ def test_msgpack_file_is_byte_identical_to_get_msgpack():
     assert open("mp.hatchet_msgpack", "rb").read() == got
 
 
-@pytest.mark.xfail(strict=True, reason="product: proton_ctypes writes NaN and infinities as msgpack nil; "
-                                       "Proton 3.9 keeps them as float64 (only JSON turns them into null)")
 def test_msgpack_keeps_nan_and_infinities_as_doubles():
     import math
     _, raw = one_scope_file("hatchet_msgpack", metrics={"n": float("nan"), "ninf": float("-inf")})

@@ -40,13 +40,17 @@ def node_set(pd) -> dict:
     return nodes
 
 
-def node_metrics(pd, node, device_type: str) -> dict:
-    """The ``metrics`` object of one node: user metrics, then kernel metrics."""
+def node_metrics(pd, node, device_type: str, finite_only: bool = True) -> dict:
+    """The ``metrics`` object of one node: user metrics, then kernel metrics.
+
+    ``finite_only``: NaN and infinities as None (JSON's ``null``, as Proton's hatchet file has
+    them); else as stored (MessagePack keeps them as doubles).
+    """
     out = {}
     fm = pd.flex.get(node)
     if fm:
         for name, (_kind, vt, val) in fm.items():
-            out[name] = tmetrics.json_value(vt, val)
+            out[name] = tmetrics.json_value(vt, val) if finite_only else val
     if node in pd.kernel_nodes:
         out["count"] = pd.kcount.get(node, 0)
         out["time (ns)"] = pd.ktime.get(node, 0)
@@ -117,8 +121,9 @@ def root_metrics(pd) -> dict:
     return out
 
 
-def build_tree(pd, device_type: str) -> dict:
-    """The nested ``{"children", "frame", "metrics"}`` dict of the phase, rooted at ROOT."""
+def build_tree(pd, device_type: str, finite_only: bool = True) -> dict:
+    """The nested ``{"children", "frame", "metrics"}`` dict of the phase, rooted at ROOT
+    (``finite_only``: see :func:`node_metrics`)."""
     nodes = node_set(pd)
     children = {}
     parent = callpath.parent
@@ -130,7 +135,7 @@ def build_tree(pd, device_type: str) -> dict:
     def make(n):
         return {"children": [make(c) for c in children.get(n, ())],
                 "frame": {"name": name[n], "type": "function"},
-                "metrics": root_metrics(pd) if n == callpath.ROOT else node_metrics(pd, n, device_type)}
+                "metrics": root_metrics(pd) if n == callpath.ROOT else node_metrics(pd, n, device_type, finite_only)}
 
     limit = sys.getrecursionlimit()
     depth = max((callpath.depth[n] for n in nodes), default=0)

@@ -11,6 +11,10 @@ def render(phase, device_type: str, device_block: dict) -> str:
     return dumps(export.build_tree(phase, device_type), device_block)
 
 
+#: Proton 3.9 frames the JSON with a newline before and after it
+FRAME = "\n"
+
+
 def dumps(tree: dict, device_info: dict) -> str:
-    """Serialise as Proton does: 4-space indent, keys sorted, NaN/inf already ``null``."""
-    return json.dumps([tree, device_info], indent=4, sort_keys=True, allow_nan=False)
+    """Serialise as Proton does: 4-space indent, keys sorted, NaN/inf already ``null``, framed by newlines."""
+    return FRAME + json.dumps([tree, device_info], indent=4, sort_keys=True, allow_nan=False) + FRAME

@@ -2,7 +2,8 @@
 
 Node maps are ordered ``frame``, ``metrics``, ``children``; metric keys sorted; a node
 with no metrics and no children is left out (a node whose children were all left out
-is kept), as Proton 3.9 writes it.
+is kept); NaN and infinities stay doubles (only JSON turns them into ``null``), as Proton 3.9
+writes it.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _pack_node(node):
 
 def render(phase, device_type: str, device_block: dict) -> bytes:
     """The phase as a hatchet_msgpack file (the writer signature of :mod:`proton_ctypes.writers`)."""
-    return dumps(export.build_tree(phase, device_type), device_block)
+    return dumps(export.build_tree(phase, device_type, finite_only=False), device_block)
 
 
 def dumps(tree: dict, device_info: dict) -> bytes:

@@ -41,9 +41,7 @@ REASON = _oracle_available()
 #: scenario -> where proton_ctypes still writes something else than Proton 3.9 (product bugs,
 #: not deliberate differences: those are normalised in normalize.DEVIATIONS).  Strict: a fix
 #: makes the test XPASS, and the entry must go.
-KNOWN = {
-    "msgpack_nan_and_infinities": "NaN and infinities are written as msgpack nil instead of float64",
-}
+KNOWN = {}
 
 
 def _spawn(impl, area, name, outdir):
