@@ -1,33 +1,67 @@
 #!/bin/bash
-# One device run: GPU tests (vs real Proton), the hook diagnostic, then the overhead benchmark.
-# Usage on the device machine, from the repository root:
-#   bash tests/gpu/run_on_device.sh [ROUNDS]
-# env: GPU_TESTS, GPU_TESTS_TIMEOUT, SKIP_PROFILE, IMPLS, REPS, BENCH_ARGS, BENCH_TIMEOUT,
-#      DIAG_IMPLS, DIAG_CASES, DIAG_ROUNDS, DIAG_TIMEOUT
-# Everything it writes goes to $OUT (at most 8 files).
+# Device runs, one step or several per call: the GPU tests, Proton's own suite and the benchmarks.
+# Usage on the device machine, from the repository root (each step writes under $OUT):
+#   bash tests/gpu/run_on_device.sh [STEP ...]            (default: tests overhead)
+# Steps (each under its own `timeout`; a step's extra options in <STEP>_ARGS, its limit in
+# <STEP>_TIMEOUT seconds):
+#   tests     pytest tests/gpu (vs real Proton)    -> gpu_tests.txt, backend_report.jsonl
+#             GPU_TESTS: test paths (default tests/gpu)
+#   upstream  Proton's suite against ours through tests/upstream/run.py (carry .upstream/third_party
+#             and .upstream/wheels-cp312)           -> upstream.txt, upstream-h200.json (the run's
+#             record: commit it as tests/upstream/results/h200.json)
+#   overhead  bench/overhead.py                      -> overhead-h200.json, overhead.txt
+#   models    bench/models.py                        -> models-h200.json, models.txt
+#   threads   bench/threads.py (THREADS: counts)     -> threads-h200.json, threads.txt
+#   longrun   bench/longrun.py                       -> longrun-h200.json, longrun.txt
+# $OUT gives back at most 8 files: run few steps per call.  ROUNDS (default 3) for every bench.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-ROUNDS=${1:-3}
+ROUNDS=${ROUNDS:-3}
+STEPS=${*:-tests overhead}
 {
   date -Is; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c 'import sys, torch, triton, numpy; print(sys.version.split()[0], torch.__version__, triton.__version__, numpy.__version__)'
 } > "$OUT/env.txt" 2>&1
-export PROTON_CTYPES_GPU_REPORT="$OUT/backend_report.jsonl" PROTON_CTYPES_GPU_OUT=/tmp/gpu_scenarios
-mkdir -p /tmp/gpu_scenarios
-timeout ${GPU_TESTS_TIMEOUT:-220} python3 -m pytest ${GPU_TESTS:-tests/gpu} -v -rs -p no:cacheprovider > "$OUT/gpu_tests.txt" 2>&1
-echo "gpu tests rc=$?" >> "$OUT/gpu_tests.txt"
-if [ -z "${SKIP_PROFILE:-}" ]; then
-  timeout 80 python3 tests/gpu/profile_hook.py > "$OUT/profile_hook.txt" 2>&1
-  echo "profile_hook rc=$?" >> "$OUT/profile_hook.txt"
-fi
-IMPLS=${IMPLS:-bare,proton,proton_ctypes,torch.profiler}
-timeout ${BENCH_TIMEOUT:-300} python3 bench/overhead.py --rounds "$ROUNDS" --reps ${REPS:-2} --impls "$IMPLS" ${BENCH_ARGS:-} \
-  --json "$OUT/overhead-h200.json" > "$OUT/bench.txt" 2> "$OUT/bench.log"
-echo "bench rc=$?" >> "$OUT/bench.log"
-if [ -n "${DIAG_IMPLS:-}" ]; then
-  timeout ${DIAG_TIMEOUT:-120} python3 bench/overhead.py --rounds "${DIAG_ROUNDS:-$ROUNDS}" --reps ${REPS:-2} \
-    --impls "$DIAG_IMPLS" ${BENCH_ARGS:-} --cases "${DIAG_CASES:-one scope}" --json "$OUT/overhead-diag-h200.json" >> "$OUT/bench.txt" 2>> "$OUT/bench.log"
-  echo "diag rc=$?" >> "$OUT/bench.log"
-fi
-tail -n 30 "$OUT/gpu_tests.txt"; head -n 12 "$OUT/profile_hook.txt" 2>/dev/null; cat "$OUT/bench.txt"; tail -n 5 "$OUT/bench.log"
+
+step_tests() {
+  export PROTON_CTYPES_GPU_REPORT="$OUT/backend_report.jsonl" PROTON_CTYPES_GPU_OUT=/tmp/gpu_scenarios
+  mkdir -p /tmp/gpu_scenarios
+  timeout "${TESTS_TIMEOUT:-240}" python3 -m pytest ${GPU_TESTS:-tests/gpu} -v -rs -p no:cacheprovider \
+    ${TESTS_ARGS:-} > "$OUT/gpu_tests.txt" 2>&1
+  echo "gpu tests rc=$?" >> "$OUT/gpu_tests.txt"
+  tail -n 25 "$OUT/gpu_tests.txt"
+}
+
+#: every file of Proton's suite: the record lists what cannot run here, with its reason
+UPSTREAM_FILES="test_api.py test_profile.py test_cmd.py test_viewer.py test_lib.py test_instrumentation.py test_override.py"
+
+step_upstream() {
+  local dir=/tmp/upstream_run
+  PROTON_UPSTREAM_IMPLS=ours PROTON_UPSTREAM_RUN_TIMEOUT=${UPSTREAM_TIMEOUT:-270} \
+    bash tests/upstream/run_on_gpu.sh "$dir" ${UPSTREAM_ARGS:---files $UPSTREAM_FILES} > "$OUT/upstream.txt" 2>&1
+  cp "$dir/results-ours.json" "$OUT/upstream-h200.json" 2>/dev/null
+  sed -n '/^\[ours/,$p' "$dir/ours.txt" >> "$OUT/upstream.txt" 2>/dev/null
+  tail -n 40 "$OUT/upstream.txt"
+}
+
+bench_step() {  # NAME TIMEOUT COMMAND...: one benchmark, its JSON and its printed table
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" "$@" --json "$OUT/$name-h200.json" > "$OUT/$name.txt" 2>&1
+  echo "$name rc=$?" >> "$OUT/$name.txt"
+  tail -n 40 "$OUT/$name.txt"
+}
+
+for step in $STEPS; do
+  echo "=== $step $(date +%T)"
+  case $step in
+    tests) step_tests ;;
+    upstream) step_upstream ;;
+    overhead) bench_step overhead "${OVERHEAD_TIMEOUT:-300}" python3 bench/overhead.py --rounds "$ROUNDS" --reps 2 ${OVERHEAD_ARGS:-} ;;
+    models) bench_step models "${MODELS_TIMEOUT:-540}" python3 bench/models.py --rounds "$ROUNDS" ${MODELS_ARGS:-} ;;
+    threads) bench_step threads "${THREADS_TIMEOUT:-540}" python3 bench/threads.py --threads "${THREADS:-4,8,16}" \
+               --rounds "$ROUNDS" ${THREADS_ARGS:-} ;;
+    longrun) bench_step longrun "${LONGRUN_TIMEOUT:-540}" python3 bench/longrun.py ${LONGRUN_ARGS:-} ;;
+    *) echo "unknown step $step (tests upstream overhead models threads longrun)"; exit 2 ;;
+  esac
+done

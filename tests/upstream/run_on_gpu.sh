@@ -13,7 +13,8 @@
 # and carry it too).
 # Writes OUTDIR/{ours,real}.xml (junit), {ours,real}.json (summaries), results-{ours,real}.json
 # (the run's record: tests/upstream/results/h200.json is results-ours.json), {ours,real}.txt
-# (pytest output + summary), compare.txt.  Per-run limit: PROTON_UPSTREAM_RUN_TIMEOUT s (270).
+# (pytest output + summary), compare.txt.  Per-run limit: PROTON_UPSTREAM_RUN_TIMEOUT s (270);
+# PROTON_UPSTREAM_IMPLS picks the runs (default "ours real").
 set -u
 out=${1:?usage: run_on_gpu.sh OUTDIR [run.py options]}
 shift
@@ -33,7 +34,7 @@ fi
   > "$out/env.txt" 2>&1
 nvidia-smi -L >> "$out/env.txt" 2>&1 || true
 
-for impl in ours real; do
+for impl in ${PROTON_UPSTREAM_IMPLS:-ours real}; do
   "$py" tests/upstream/run.py --impl "$impl" --timeout "$limit" \
     --junit "$out/$impl.xml" --summary "$out/$impl.json" --results "$out/results-$impl.json" "$@" > "$out/$impl.txt" 2>&1
   echo "$impl: pytest exit $?"
