@@ -96,6 +96,8 @@ class CuptiBackend(Backend):
         #: executable-graph ids seen made, and those reported missing, across starts (as Proton)
         self._graph_execs = set()
         self._graph_warned = set()
+        #: executable-graph handle -> captured graph handle, kept across starts (graph metrics)
+        self._exec_graph = {}
         #: activity kinds switched on (each is switched off again at stop)
         self._enabled_kinds = []
         self._warned = set()
@@ -135,6 +137,7 @@ class CuptiBackend(Backend):
         self.mode = mode
         self._hub = CallbackHub(lib)
         self._hub.graph_execs, self._hub.graph_warned = self._graph_execs, self._graph_warned
+        self._hub.exec_graph, self._hub.graph_replays = self._exec_graph, self.graph_replays
         self._pc = self._hub.pc = self._make_pc_sampler(lib) if mode.pc_sampling else None
         self._hub.subscribe(python_context)  # first: detects another CUPTI user before touching anything
         _ACTIVE.append(self)

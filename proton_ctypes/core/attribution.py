@@ -20,7 +20,12 @@ from .session import Session
 from ..backends.base import ATTRIBUTION_EXTCORR
 from ..tree import callpath
 from ..tree import kernels as tkernels
+from ..tree import strings
 from ..tree.codes import FAR_FUTURE, codes_of_ext
+
+#: the name of our metric kernels (:mod:`.tensor_metrics`, :mod:`.graph_metric_kernel`) and the
+#: frame a replayed one is filed under
+METRIC_KERNEL, METRIC_FRAME = "write_metric_record", "<metric>"
 
 
 def _join_thread(session, views_by_tid, tid, t, out, done):
@@ -105,6 +110,17 @@ def _trace_lanes(session: Session, rows: np.ndarray) -> np.ndarray:
     return np.array([table[t] for t in tids.tolist()], dtype=np.int64)
 
 
+def _names(rows: np.ndarray) -> np.ndarray:
+    """Name ids of ``rows``; a metric kernel replayed from a graph is named ``<metric>``, as
+    libproton names the metric nodes of a graph."""
+    names = rows["name_id"]
+    replayed = (rows["cap_tid"] >= 0) & (names == strings.intern(METRIC_KERNEL))
+    if replayed.any():
+        names = names.copy()
+        names[replayed] = strings.intern(METRIC_FRAME)
+    return names
+
+
 def ingest(session: Session, views_by_tid: dict, batch: np.ndarray) -> None:
     """Add the rows of ``batch`` (a kernel batch) that belong to ``session`` to its phases."""
     t = batch["launch_ns"]
@@ -117,10 +133,11 @@ def ingest(session: Session, views_by_tid: dict, batch: np.ndarray) -> None:
     if not keep.any():
         return
     rows = batch[keep]
-    knodes = tkernels.kernel_nodes(_row_codes(session, views_by_tid, rows), rows["name_id"])
+    knodes = tkernels.kernel_nodes(_row_codes(session, views_by_tid, rows), _names(rows))
     phase = np.searchsorted(np.asarray(session.phase_t, dtype=np.int64), rows["launch_ns"], side="right") - 1
     phase = np.maximum(phase, 0)
     if session.data == "trace":
         tkernels.add_to_traces(session.phases, rows, knodes, phase, _trace_lanes(session, rows))
     else:
         tkernels.add_to_trees(session.phases, rows, knodes, phase)
+

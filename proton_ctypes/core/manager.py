@@ -10,8 +10,8 @@ import itertools
 import sys
 import threading
 
-from . import (attribution, general_path, lifecycle, naming, nvtx, pc_samples, registry, retention, signatures,
-               tensor_metrics, threads, trace_scopes)
+from . import (attribution, general_path, graph_metrics, lifecycle, naming, nvtx, pc_samples, registry, retention,
+               signatures, tensor_metrics, threads, trace_scopes)
 from ..backends import select
 from ..backends.base import Backend
 from .registry import G
@@ -53,6 +53,8 @@ def periodic_flush(s: Session) -> list:
     if FORMATS[fmt].data != s.data:
         raise ValueError("[PROTON] Output format not supported")
     _merge_views(s)
+    if any(p < s.phase for p in s.phases):
+        graph_metrics.drain(tensor_metrics.synchronize)  # the closed phases' graph replays
     for p in sorted(s.phases):
         if p >= s.phase:
             continue
@@ -110,7 +112,7 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
     lifecycle.install(snapshot_all, _finalize_at_exit, _after_fork_in_child)
     if _users.get(backend_name, 0) == 0:
         backend.connect(pc_attribution=(pc_samples.sessions_active, pc_samples.attribute_samples),
-                        nvtx_scopes=(nvtx.enter, nvtx.exit))
+                        nvtx_scopes=(nvtx.enter, nvtx.exit), graph_replays=graph_metrics.replayed)
         backend.start(_sink_for(backend), mode,
                       _python_context() if context == "python" else None)
     _users[backend_name] = _users.get(backend_name, 0) + 1
@@ -283,6 +285,7 @@ def destroy(s: Session) -> None:
         s.finalized = True
         s.set_active(False)
         G.sessions.pop(s.id, None)
+        graph_metrics.forget_session(s.id)
         if _by_name.get(s.name) is s:
             del _by_name[s.name]
         _users[s.backend_name] -= 1

@@ -21,9 +21,11 @@ import numpy as np
 
 from ..backends.nvidia import driver as cuda_driver
 from . import general_path
+from . import graph_metrics
 from ..backends.nvidia.driver import CudaError
 from .registry import G
 from .metric_launch import DirectLauncher
+from . import graph_metric_kernel
 from .optional import require
 from ..tree import metrics as tmetrics
 
@@ -219,11 +221,35 @@ def _capturing(stream) -> bool:
         return False
 
 
+def capture_graph(device):
+    """The CUgraph the current stream of ``device`` is being captured into, else None."""
+    if getattr(device, "type", None) != "cuda":
+        return None
+    stream = _raw_stream(device)
+    drv = cuda_driver.driver() if stream is not None else None
+    if drv is None:
+        return None
+    try:
+        return drv.capture_graph(stream)
+    except (CudaError, AttributeError):
+        return None
+
+
 def add_tensor_metrics(ctx, sid, targets, tensor: dict) -> None:
-    """Type-check now, launch one record kernel per metric, and remember where it goes."""
+    """Type-check now, launch one record kernel per metric, and remember where it goes.
+
+    Inside a CUDA-graph capture the metrics go to the graph's book instead
+    (:mod:`.graph_metrics`): nothing is added now, each replay adds its values.
+    """
     pairs = general_path.session_targets(targets)
     if not pairs:
         return
+    device = next(iter(tensor.values())).value.device
+    graph = capture_graph(device)
+    if graph is not None:
+        graph_metric_kernel.capture_tensor_metrics(graph, pairs, tensor, graph_metric_kernel.launch_triton)
+        return
+    graph_metric_kernel.reserve(device)
     for key in sorted(tensor):
         tm = tensor[key]
         vt = tm.metric_type_index   # libproton's numbering is the tree's value type
@@ -280,8 +306,18 @@ def _decode(slots):
     return out
 
 
+def synchronize() -> None:
+    """Wait for the device (torch's synchronisation; nothing without torch or a GPU)."""
+    try:
+        import torch  # lazy: torch is optional
+        torch.cuda.synchronize()
+    except Exception:
+        pass
+
+
 def drain(session=None) -> None:
-    """Read every ring back (one copy each) and add the records to their sessions."""
+    """Read every ring and every graph book back and add the records to their sessions."""
+    graph_metrics.drain(synchronize)
     if not _rings:
         return
     with _lock:

@@ -79,9 +79,12 @@ def torch_profiler_active() -> bool:
 
 
 class _SiteAndCorrelation(ctypes.Structure):
-    """The two fields of ``CUpti_CallbackData`` the launch callback reads."""
+    """The fields of ``CUpti_CallbackData`` the launch callback reads."""
     _fields_ = [("site", ctypes.c_int),
-                ("_pad", ctypes.c_byte * (L.CALLBACK_CORRELATION_OFFSET - ctypes.sizeof(ctypes.c_int))),
+                ("_pad", ctypes.c_byte * (L.CALLBACK_PARAMS_OFFSET - ctypes.sizeof(ctypes.c_int))),
+                ("params", ctypes.c_void_p),
+                ("_pad2", ctypes.c_byte * (L.CALLBACK_CORRELATION_OFFSET - L.CALLBACK_PARAMS_OFFSET
+                                           - ctypes.sizeof(ctypes.c_void_p))),
                 ("correlation_id", ctypes.c_uint32)]
 
 
@@ -108,6 +111,11 @@ class CallbackHub:
         self.graph_execs = set()
         self.graph_warned = set()
         self.graph_check = False
+        #: executable-graph handle -> the CUgraph handle it was made from (GRAPHEXEC_CREATED)
+        self.exec_graph = {}
+        #: ``(graph handle, thread, time_ns)``, called once per graph replay on the launching
+        #: thread (metrics captured with the graph, :attr:`Backend.graph_replays`); None: off
+        self.graph_replays = None
         #: ``(enter(name), exit() -> bool)`` from the profiler while NVTX ranges are scopes, else None
         self.nvtx_scopes = None
         self.nvtx_errors = 0
@@ -218,6 +226,7 @@ class CallbackHub:
         native_id = threading.get_native_id
         enter = CB_SITE_ENTER
         keep = keep_thread_state
+        on_replay = self._on_graph_replay
         if python_context is None:
             def callback(userdata, domain, cbid, data):
                 keep()
@@ -228,7 +237,10 @@ class CallbackHub:
                 elif domain == driver or domain == runtime:     # graph launches only
                     head = at(data)
                     if head.site == enter:
-                        graph_append((head.correlation_id, native_id(), now()))
+                        t = now()
+                        graph_append((head.correlation_id, native_id(), t))
+                        if domain == driver:
+                            on_replay(head, t)
             return callback
 
         append = self.py_entries.append
@@ -243,11 +255,27 @@ class CallbackHub:
                         append((head.correlation_id, python_context(), native_id(), t))
                     if cbid in graph_cbids:
                         graph_append((head.correlation_id, native_id(), t))
+                        if domain == driver:
+                            on_replay(head, t)
             elif domain == resource:
                 on_resource(cbid, data)
             elif domain == nvtx:
                 on_nvtx(cbid, data)
         return callback
+
+    def _on_graph_replay(self, head, t) -> None:
+        """A driver graph launch (once per replay, the runtime call nests one): tell the engine
+        which captured graph is replayed (``cuGraphLaunch_params.hGraphExec``)."""
+        replays = self.graph_replays
+        if replays is None or not head.params:
+            return
+        try:
+            exec_handle = ctypes.c_void_p.from_address(head.params).value
+            graph = self.exec_graph.get(exec_handle)
+            if graph is not None:
+                replays(graph, threading.get_native_id(), t)
+        except Exception:
+            self.callback_errors += 1
 
     # ------------------------------------------------------------------ NVTX ranges
     def _on_nvtx(self, cbid, data) -> None:
@@ -319,7 +347,11 @@ class CallbackHub:
             desc = ctypes.c_void_p.from_address(data + L.RESOURCE_DESCRIPTOR_OFFSET).value
             if not desc:
                 return
-            exec_id = self.lib.graph_exec_id(ctypes.c_void_p.from_address(desc + L.GRAPHDATA_GRAPH_EXEC_OFFSET).value)
+            exec_handle = ctypes.c_void_p.from_address(desc + L.GRAPHDATA_GRAPH_EXEC_OFFSET).value
+            graph = ctypes.c_void_p.from_address(desc + L.GRAPHDATA_GRAPH_OFFSET).value
+            if exec_handle and graph:
+                self.exec_graph[exec_handle] = graph
+            exec_id = self.lib.graph_exec_id(exec_handle)
             if exec_id is not None:
                 self.graph_execs.add(exec_id)
         except Exception:

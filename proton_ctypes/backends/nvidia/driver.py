@@ -29,6 +29,8 @@ PROTOTYPES = {
                                P(c_void_p), P(c_void_p)]),
     "cuFuncGetParamInfo": (c_int, [c_void_p, c_size_t, P(c_size_t), P(c_size_t)]),
     "cuStreamIsCapturing": (c_int, [c_void_p, P(c_int)]),
+    "cuStreamGetCaptureInfo_v2": (c_int, [c_void_p, P(c_int), P(ctypes.c_uint64), P(c_void_p), P(c_void_p),
+                                          P(c_size_t)]),
     "cuGetErrorString": (c_int, [c_int, P(ctypes.c_char_p)]),
 }
 #: the CUPTI backend's functions (device synchronisation and attributes); ``CUdevice`` is an int
@@ -118,6 +120,14 @@ class CudaDriver:
         status = c_int()
         self.check("cuStreamIsCapturing", self.lib.cuStreamIsCapturing(stream, ctypes.byref(status)))
         return status.value != CAPTURE_STATUS_NONE
+
+    def capture_graph(self, stream: int) -> Optional[int]:
+        """The CUgraph handle ``stream`` is being captured into, or None when it is not capturing
+        (``cuStreamGetCaptureInfo_v2``)."""
+        status, graph = c_int(), c_void_p()
+        rc = self.lib.cuStreamGetCaptureInfo_v2(stream, ctypes.byref(status), None, ctypes.byref(graph), None, None)
+        self.check("cuStreamGetCaptureInfo_v2", rc)
+        return graph.value if status.value == CAPTURE_STATUS_ACTIVE and graph.value else None
 
     # ------------------------------------------------------------------ the CUPTI backend
     def _init(self) -> None:

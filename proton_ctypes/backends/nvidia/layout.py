@@ -120,6 +120,8 @@ def record_sizes(kernel_stride: int) -> dict:
 #: ``CUpti_CallbackData``: ``callbackSite`` (0 = ENTER) and ``correlationId``.
 CALLBACK_SITE_OFFSET = 0
 CALLBACK_CORRELATION_OFFSET = 64
+#: ``CUpti_CallbackData.functionParams``; ``cuGraphLaunch_params.hGraphExec`` is its first field.
+CALLBACK_PARAMS_OFFSET = 16
 #: ``CUpti_ResourceData.resourceDescriptor``.
 RESOURCE_DESCRIPTOR_OFFSET = 16
 #: ``CUpti_GraphData``: ``graph``, ``node``, ``originalNode``, ``graphExec``.

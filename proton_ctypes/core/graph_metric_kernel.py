@@ -1,0 +1,165 @@
+"""The device half of metrics inside CUDA graphs: the kernel captured per metric, its memory.
+
+While a stream is captured, each device-tensor metric launches :func:`get_kernel`'s kernel
+on it, so the kernel becomes a node of the graph and runs at every replay.  It counts its
+own runs in the first word of its region (the replay ordinal ``k``: an executable graph's
+replays run one after the other), reads the replay's bank from the book's table at
+``k % TABLE_SLOTS`` (host-mapped memory the graph-launch callback wrote before the launch)
+and adds the tensor's values into that bank with atomics.  No host synchronisation, no
+copy per replay; :func:`proton_ctypes.core.graph_metrics.drain` reads the regions at flush.
+
+Memory is taken outside the capture where it can be: :func:`reserve` (called wherever the
+metric kernels are prepared, as Proton's ``set_metric_kernels``) zero-fills an arena on the
+device and a few host-mapped tables; a capture that finds none free allocates on a side
+stream that is not captured.
+"""
+from __future__ import annotations
+
+import threading
+
+from .optional import require
+from . import graph_metrics
+from ..tree import metrics as tmetrics
+
+#: words of the device arena regions are carved from (8 bytes each)
+ARENA_WORDS = 1 << 18
+#: host-mapped tables kept ready for the next captures
+SPARE_TABLES = 4
+#: the name every metric kernel of ours has (the launch hook ignores it; a replayed one is ``<metric>``)
+KERNEL_NAME = "write_metric_record"
+BLOCK = 128
+
+_kernel = None
+_lock = threading.Lock()
+#: device -> [arena tensor, next free word]
+_arenas: dict = {}
+#: device -> spare host-mapped tables
+_tables: dict = {}
+#: every region and table handed out, kept alive for as long as the process (a graph's kernels
+#: keep writing into them at each replay)
+_keep: list = []
+
+
+def get_kernel():
+    """The Triton kernel a captured metric runs at each replay (compiled on first use)."""
+    global _kernel
+    if _kernel is None:
+        require("a device-tensor metric", "triton", "triton")
+        import triton  # lazy: triton is optional
+        import triton.language as tl  # lazy: triton is optional
+
+        @triton.jit(do_not_specialize=["region_ptr", "table_ptr", "table_size", "value_ptr", "n"])
+        def write_metric_record(region_ptr, table_ptr, table_size, value_ptr, n,
+                                IS_FLOAT: tl.constexpr, BLOCK: tl.constexpr):
+            # this node's replay ordinal, then the bank the host chose for that replay
+            k = tl.atomic_add(region_ptr, 1, sem="relaxed")
+            bank = tl.load(table_ptr + k % table_size, volatile=True).to(tl.int64)
+            base = region_ptr + 1 + bank * n
+            for start in range(0, n, BLOCK):
+                idx = start + tl.arange(0, BLOCK)
+                m = idx < n
+                v = tl.load(value_ptr + idx, mask=m)
+                if IS_FLOAT:
+                    fbase = base.to(tl.pointer_type(tl.float64), bitcast=True)
+                    tl.atomic_add(fbase + idx, v.to(tl.float64), mask=m, sem="relaxed")
+                else:
+                    tl.atomic_add(base + idx, v.to(tl.int64), mask=m, sem="relaxed")
+
+        _kernel = write_metric_record
+    return _kernel
+
+
+def _zeroed(shape_words: int, device, pinned: bool, capturing: bool):
+    import torch  # lazy: torch is optional
+    if pinned:
+        return torch.zeros(shape_words, dtype=torch.int32, pin_memory=True)
+    if not capturing:
+        return torch.zeros(shape_words, dtype=torch.int64, device=device)
+    # inside a capture: fill on a stream that is not captured, so nothing joins the graph
+    side = torch.cuda.Stream(device=device)
+    with torch.cuda.stream(side):
+        t = torch.zeros(shape_words, dtype=torch.int64, device=device)
+    side.synchronize()
+    return t
+
+
+def reserve(device) -> None:
+    """Make sure an arena and spare tables exist for ``device`` (outside a capture); best
+    effort: a capture that finds none allocates its own."""
+    if getattr(device, "type", None) != "cuda" or device in _arenas:
+        return
+    try:
+        _reserve(device)
+    except Exception:  # no torch, no memory: the capture path tries again
+        pass
+
+
+def _reserve(device) -> None:
+    with _lock:
+        if device not in _arenas:
+            _arenas[device] = [_zeroed(ARENA_WORDS, device, False, False), 0]
+            _keep.append(_arenas[device][0])
+        spare = _tables.setdefault(device, [])
+        while len(spare) < SPARE_TABLES:
+            spare.append(_zeroed(graph_metrics.TABLE_SLOTS, device, True, False))
+
+
+def _region(device, words: int, capturing: bool):
+    with _lock:
+        arena = _arenas.get(device)
+        if arena is None or arena[1] + words > len(arena[0]):
+            arena = _arenas[device] = [_zeroed(max(ARENA_WORDS, words), device, False, capturing), 0]
+            _keep.append(arena[0])
+        lo = arena[1]
+        arena[1] = lo + words
+        return arena[0][lo:lo + words]
+
+
+def _table(device):
+    with _lock:
+        spare = _tables.get(device)
+        t = spare.pop() if spare else _zeroed(graph_metrics.TABLE_SLOTS, device, True, True)
+        _keep.append(t)
+        return t
+
+
+def book_for(graph, device):
+    """The book of the graph being captured (made at its first metric)."""
+    book = graph_metrics.books.get(graph)
+    if book is None:
+        table = _table(device)
+        book = graph_metrics.new_book(graph, table.numpy() if hasattr(table, "numpy") else table)
+        book.device_table = table
+    return book
+
+
+def capture_tensor_metrics(graph, pairs, tensor: dict, launch) -> None:
+    """Register each device-tensor metric of ``tensor`` in ``graph``'s book and launch its kernel
+    (``launch(region, table, value, numel, is_float)``) into the capture; ``pairs``: the
+    ``(session, node)`` targets at capture."""
+    dests = [(s.id, node) for s, node in pairs]
+    for key in sorted(tensor):
+        tm = tensor[key]
+        device = tm.value.device
+        book = book_for(graph, device)
+        is_float = tm.metric_type_index in (tmetrics.DOUBLE, tmetrics.VDOUBLE)
+        region = _region(device, book.region_words(tm.numel), True)
+        book.slots.append(graph_metrics.Slot(key, is_float, tm.numel, list(dests), region=region))
+        launch(region, book.device_table, tm.value, tm.numel, is_float)
+
+
+def capture_host_metrics(graph, pairs, scalar: dict, device) -> None:
+    """Register host numbers given during the capture of ``graph``: each replay adds them."""
+    dests = [(s.id, node) for s, node in pairs]
+    book = book_for(graph, device)
+    for key in sorted(scalar):
+        value = scalar[key]
+        book.slots.append(graph_metrics.Slot(key, isinstance(value, float), 1, list(dests), const=value))
+
+
+def launch_triton(region, table, value, numel: int, is_float: bool) -> None:
+    """Launch the captured metric kernel through Triton on the current stream."""
+    if value.dim() != 1:
+        value = value.reshape(-1)
+    get_kernel()[(1,)](region, table, graph_metrics.TABLE_SLOTS, value, numel, IS_FLOAT=is_float,
+                       BLOCK=BLOCK, num_warps=1)

@@ -1,0 +1,235 @@
+"""Metrics given inside a CUDA-graph capture, replayed and attributed per ``replay()``.
+
+A metric given while a stream is captured (a scope's or a launch hook's, a device tensor or
+a host number) is not added at capture: as in Proton, each replay of the graph adds it to
+``<replay path>/<captured_at>/<capture path>`` in the replay's phase, for every session that
+was live at capture and is active at the replay (docs/graph-metrics.md has the design).
+
+* A **book** per captured graph holds its metric **slots**.  A device-tensor slot owns a
+  small device region ``[count, bank 0 values, bank 1 values, ...]`` that the metric kernel
+  captured with the graph adds into (:mod:`.graph_metric_kernel`); a host number is a
+  constant of the slot, multiplied by the replays at read-back.
+* A **bank** is a run of consecutive replays of the book that attribute alike (same epoch,
+  same contexts on the launching thread).  The graph-launch callback (:func:`replayed`, one
+  Python call per replay, from the backend) opens a bank when that key changes and writes
+  the bank of replay ``k`` into the book's **table** (host-mapped memory) at ``k % TABLE_SLOTS``;
+  the metric kernel of replay ``k`` counts ``k`` itself (replays of one executable graph run
+  one after the other) and adds into that bank.  Memory grows with slots x banks, never
+  with the number of replays.
+* :func:`drain` (at flush, after the device synchronisation a flush makes anyway) reads each
+  region once, attributes each bank through the kernel join's own rules (the representative
+  replay's thread and launch time: active windows, context codes, phase) and empties the banks.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Callable, Optional
+
+import numpy as np
+
+from .registry import G
+from .threads import tls
+from ..tree import callpath
+from ..tree import metrics as tmetrics
+from ..tree.codes import node_of
+
+#: banks a book holds between two read-backs (``PROTON_CTYPES_GRAPH_METRIC_BANKS``); replays
+#: beyond them join the last bank and are counted in :data:`stats` ``["merged_replays"]``
+DEFAULT_BANKS = 64
+#: entries of a book's replay -> bank table: the host may run this many replays ahead of the
+#: device (CUDA queues about a thousand launches per stream before a launch blocks)
+TABLE_SLOTS = 4096
+#: the count word in front of a region's banks
+COUNT_WORDS = 1
+
+#: graph handle (the CUgraph the executable graph was made from) -> its Book
+books: dict = {}
+_lock = threading.Lock()
+#: diagnostics: replays seen, replays whose graph has no book, replays merged into a full last bank
+stats = {"replays": 0, "unknown_graph": 0, "merged_replays": 0, "banks_read": 0}
+
+
+def bank_count() -> int:
+    """Banks per book (``PROTON_CTYPES_GRAPH_METRIC_BANKS``, at least 1)."""
+    try:
+        return max(1, int(os.environ.get("PROTON_CTYPES_GRAPH_METRIC_BANKS", DEFAULT_BANKS)))
+    except ValueError:
+        return DEFAULT_BANKS
+
+
+class Slot:
+    """One metric given during a capture: where each replay's value goes, and where it is kept.
+
+    ``dests``: ``[(session id, capture-time node)]``; ``region``: the device region (or a
+    numpy array standing for it) of a tensor metric, None for a host number ``const``.
+    """
+
+    __slots__ = ("key", "is_float", "numel", "dests", "region", "const")
+
+    def __init__(self, key, is_float, numel, dests, region=None, const=None):
+        self.key = key
+        self.is_float = is_float
+        self.numel = numel
+        self.dests = dests
+        self.region = region
+        self.const = const
+
+
+class Book:
+    """The metric slots of one captured graph and the banks its replays add into."""
+
+    def __init__(self, table, banks: int):
+        #: replay ordinal modulo TABLE_SLOTS -> bank (int32; host-mapped memory on a GPU)
+        self.table = table
+        self.nbanks = banks
+        self.slots = []
+        #: the host's count of this graph's replays (the device's count, resynced at read-back)
+        self.launched = 0
+        self.key = None
+        #: per open bank: [{session id: (replay-time context code, phase)}, replays]
+        self.banks = []
+
+    def region_words(self, numel: int) -> int:
+        """Words of one tensor slot's region: the count, then one bank of ``numel`` values each."""
+        return COUNT_WORDS + self.nbanks * numel
+
+    def replay(self, key, targets: Callable[[], dict]) -> None:
+        """Note one replay launched now: its bank (a new one, attributed by ``targets()``, when
+        ``key`` changed), in the table at its ordinal."""
+        banks = self.banks
+        if key != self.key or not banks:
+            if len(banks) < self.nbanks:
+                banks.append([targets(), 0])
+            else:
+                stats["merged_replays"] += 1
+            self.key = key
+        bank = len(banks) - 1
+        banks[bank][1] += 1
+        self.table[self.launched % len(self.table)] = bank
+        self.launched += 1
+
+
+def new_book(graph, table, banks: Optional[int] = None) -> Book:
+    """Register the book of captured graph ``graph`` (its CUgraph handle) and return it."""
+    book = Book(table, bank_count() if banks is None else banks)
+    with _lock:
+        books[graph] = book
+    return book
+
+
+def _replay_key(ctx):
+    """What a bank's replays share: the epoch (sessions, activity, phases) and the contexts of
+    the calling thread's views.  No lock is taken: this runs inside the driver's graph launch."""
+    if ctx is None:
+        return (G.epoch, None)
+    st = ctx.state
+    return (G.epoch, ctx.epoch, st, tuple(v.top for v in ctx.views))
+
+
+def _targets_now(ctx) -> dict:
+    """``{session id: (context code, phase)}`` of the sessions active now, as a kernel launched
+    now on this thread would be attributed: its view's top (and state), else ROOT."""
+    out = {}
+    st = ctx.state if ctx is not None else None
+    if ctx is not None:
+        for v in ctx.views:
+            code = v.top if st is None else callpath.child(v.top, st)
+            for s in v.sessions:
+                if s.active:
+                    out[s.id] = (code, s.phase)
+    for s in list(G.sessions.values()):
+        if s.active and s.id not in out and s.context != "python":
+            out[s.id] = (callpath.ROOT, s.phase)
+    return out
+
+
+def replayed(graph, tid: int, t: int) -> None:
+    """A replay of the executable graph made from ``graph`` is being launched now on the
+    calling thread (``tid``, ``t``: its id and the time; the backend's graph-launch callback)."""
+    stats["replays"] += 1
+    book = books.get(graph)
+    if book is None:
+        stats["unknown_graph"] += 1
+        return
+    ctx = getattr(tls, "ctx", None)
+    book.replay(_replay_key(ctx), lambda: _targets_now(ctx))
+
+
+def _read_region(region) -> np.ndarray:
+    if isinstance(region, np.ndarray):
+        return region.copy()
+    return region.cpu().numpy()
+
+
+def _zero_banks(region) -> None:
+    region[COUNT_WORDS:] = 0
+
+
+def _bank_value(slot: Slot, words: np.ndarray, bank: int, replays: int):
+    if slot.region is None:
+        c = slot.const
+        if isinstance(c, list):
+            return [x * replays for x in c]
+        return c * replays
+    lo = COUNT_WORDS + bank * slot.numel
+    vals = words[lo:lo + slot.numel]
+    vals = vals.view(np.float64) if slot.is_float else vals
+    py = [float(x) for x in vals] if slot.is_float else [int(x) for x in vals]
+    return py if slot.numel > 1 else py[0]
+
+
+def _attribute(book: Book, reads: list) -> None:
+    """Add every bank of ``book`` to its sessions (``reads``: each slot's region words)."""
+    grafts = {}
+    for slot, words in zip(book.slots, reads):
+        for sid, cap_node in slot.dests:
+            s = G.sessions.get(sid)
+            if s is None or s.data == "trace":
+                continue  # Proton's trace shows no metric values on graph scopes
+            for b, (targets, replays) in enumerate(book.banks):
+                target = targets.get(sid)
+                if target is None or not replays:
+                    continue
+                pd = s.phases.get(target[1])
+                if pd is None:
+                    continue
+                gkey = (target[0], cap_node)
+                node = grafts.get(gkey)
+                if node is None:
+                    node = grafts[gkey] = callpath.graft(node_of(gkey[0]), cap_node)
+                tmetrics.add((pd.flex,), node, {slot.key: _bank_value(slot, words, b, replays)})
+    stats["banks_read"] += len(book.banks)
+
+
+def drain(synchronize: Optional[Callable[[], None]] = None) -> None:
+    """Read every book's banks back (after ``synchronize``, the device sync), attribute them and
+    empty them; a book's replay count is resynced with the device's."""
+    with _lock:
+        live = [b for b in books.values() if b.banks]
+    if not live:
+        return
+    if synchronize is not None:
+        synchronize()
+    for book in live:
+        reads = [_read_region(sl.region) if sl.region is not None else None for sl in book.slots]
+        try:
+            _attribute(book, reads)
+        finally:
+            for sl, words in zip(book.slots, reads):
+                if words is not None:
+                    _zero_banks(sl.region)
+            counts = [int(w[0]) for w in reads if w is not None]
+            if counts:
+                book.launched = max(counts)
+            book.banks = []
+            book.key = None
+
+
+def forget_session(sid: int) -> None:
+    """Drop ``sid`` from every slot (its session was finalized).  Books stay: the graph's
+    metric kernels keep adding into their regions for as long as the graph lives."""
+    with _lock:
+        for book in books.values():
+            for sl in book.slots:
+                sl.dests = [d for d in sl.dests if d[0] != sid]

@@ -1,0 +1,291 @@
+"""Metrics given inside a CUDA-graph capture, added per replay (core/graph_metrics.py).
+
+The device is emulated: a "capture" makes :func:`tensor_metrics.capture_graph` name a graph,
+each metric kernel launched into it is recorded as a node that, at every replay, does what
+the Triton kernel of :mod:`proton_ctypes.core.graph_metric_kernel` does (count its run, read
+the bank from the book's table, add the values), and each replay first calls the mock
+backend's graph-launch hook, as the CUPTI graph-launch callback does.  Kernels are
+launched through the mock backend with their capture thread and time (``cap``).
+The expected trees are those of Proton 3.9's CUDA-graph metric tests (run on the GPU by
+tests/gpu/test_gpu_graph_metrics.py).
+"""
+import itertools
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import proton_ctypes as proton
+from proton_ctypes.core import graph_metric_kernel as gmk
+from proton_ctypes.core import graph_metrics, tensor_metrics
+from proton_ctypes.tree import callpath
+
+from conftest import find, read_tree
+
+_handles = itertools.count(0x1000)
+
+
+class DeviceTensor:
+    """A numpy array that says it lives on a CUDA device (what transform_tensor_metrics sees)."""
+
+    is_cpu = False
+
+    class device:
+        type, index = "cuda", 0
+
+    def __init__(self, values):
+        self.a = np.array(values)
+
+    def data_ptr(self):
+        return self.a.ctypes.data
+
+    def numel(self):
+        return self.a.size
+
+    def dim(self):
+        return self.a.ndim
+
+    def reshape(self, *shape):
+        return self
+
+    def is_floating_point(self):
+        return self.a.dtype.kind == "f"
+
+
+class Graph:
+    """A captured graph: its handle, its metric nodes and its kernels (name, capture tid, ns)."""
+
+    def __init__(self):
+        self.handle = next(_handles)
+        self.metric_nodes = []
+        self.kernels = []
+
+
+class Device:
+    """Capture and replay, emulated."""
+
+    def __init__(self, mock, monkeypatch):
+        self.mock = mock
+        self.capturing = None
+        monkeypatch.setattr(tensor_metrics, "capture_graph", lambda device: self.capturing and self.capturing.handle)
+        monkeypatch.setattr(gmk, "launch_triton", self._launch_metric)
+        monkeypatch.setattr(gmk, "_zeroed", lambda n, device, pinned, capturing:
+                            np.zeros(n, np.int32 if pinned else np.int64))
+        monkeypatch.setattr(gmk, "_arenas", {})
+        monkeypatch.setattr(gmk, "_tables", {})
+        monkeypatch.setattr(graph_metrics, "books", {})
+
+    def _launch_metric(self, region, table, value, numel, is_float):
+        self.capturing.metric_nodes.append((region, table, value, numel, is_float))
+        self.kernel(gmk.KERNEL_NAME)
+
+    def kernel(self, name):
+        """Launch kernel ``name``: into the graph while capturing, else now."""
+        if self.capturing is not None:
+            self.capturing.kernels.append((name, threading.get_native_id(), time.time_ns()))
+        else:
+            self.mock.launch(name)
+
+    def capture(self, fn):
+        self.capturing = Graph()
+        try:
+            fn()
+        finally:
+            graph, self.capturing = self.capturing, None
+        return graph
+
+    def replay(self, graph):
+        self.mock.graph_launch(graph.handle)
+        for region, table, value, n, is_float in graph.metric_nodes:   # the Triton kernel, in numpy
+            k = int(region[0])
+            region[0] += 1
+            bank = int(table[k % len(table)])
+            lo = 1 + bank * n
+            if is_float:
+                region[lo:lo + n] = (region[lo:lo + n].view(np.float64) + value.a.reshape(-1)).view(np.int64)
+            else:
+                region[lo:lo + n] += value.a.reshape(-1).astype(np.int64)
+        for name, tid, ns in graph.kernels:
+            self.mock.launch(name, cap=(tid, ns))
+
+
+@pytest.fixture
+def dev(mock, monkeypatch):
+    return Device(mock, monkeypatch)
+
+
+def test_each_replay_adds_its_values_under_captured_at_of_the_replay_scope(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), backend="mock")
+    loss = DeviceTensor(0.0)
+
+    def step():
+        with proton.scope("fwd", {"loss": loss}):
+            dev.kernel("k")
+    graph = dev.capture(step)
+    for i in range(3):
+        loss.a[...] = 0.5 * (i + 1)
+        with proton.scope("replay"):
+            dev.replay(graph)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    fwd = find(tree, "replay", "<captured_at>", "fwd")
+    assert fwd["metrics"]["loss"] == pytest.approx(0.5 + 1.0 + 1.5)
+    assert find(fwd, "k")["metrics"]["count"] == 3
+    # nothing is added at capture (Proton adds the metric only when the graph runs)
+    assert "loss" not in find(tree, "fwd")["metrics"]
+
+
+def test_replays_in_different_scopes_keep_their_own_values(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), backend="mock")
+    v = DeviceTensor(0)
+    graph = dev.capture(lambda: proton.enter_scope("s", metrics={"v": v}) and proton.exit_scope())
+    for name, value in (("test0", 1), ("test1", 10), ("test0", 100)):
+        v.a[...] = value
+        with proton.scope(name):
+            dev.replay(graph)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert find(tree, "test0", "<captured_at>", "s")["metrics"]["v"] == 101
+    assert find(tree, "test1", "<captured_at>", "s")["metrics"]["v"] == 10
+
+
+def test_vector_and_integer_metrics_sum_elementwise(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), backend="mock")
+    vec = DeviceTensor([0, 1, 2, 3])
+    graph = dev.capture(lambda: proton.scope("d", {"vec": vec}).__enter__().__exit__(None, None, None))
+    for _ in range(10):
+        dev.replay(graph)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert find(tree, "<captured_at>", "d")["metrics"]["vec"] == [0, 10, 20, 30]
+
+
+def test_a_replay_while_the_session_is_deactivated_adds_nothing(dev, tmp_path):
+    s = proton.start(str(tmp_path / "t"), backend="mock")
+    x = DeviceTensor(4.0)
+    inactive = dev.capture(lambda: proton.scope("inactive_owner", {"sum_metric": x}).__enter__()
+                           .__exit__(None, None, None))
+    profiled = dev.capture(lambda: proton.scope("profiled_owner", {"sum_metric": x}).__enter__()
+                           .__exit__(None, None, None))
+    proton.deactivate(s)
+    dev.replay(inactive)
+    proton.activate(s)
+    with proton.scope("profiled_replay"):
+        dev.replay(profiled)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    cap = find(tree, "profiled_replay", "<captured_at>")
+    assert find(cap, "profiled_owner")["metrics"]["sum_metric"] == 4.0
+    assert "inactive_owner" not in [c["frame"]["name"] for c in cap["children"]]
+    assert not any("sum_metric" in c["metrics"] for c in tree["children"])
+
+
+def test_only_sessions_active_at_capture_receive_the_values(dev, tmp_path):
+    s0 = proton.start(str(tmp_path / "a"), backend="mock")
+    s1 = proton.start(str(tmp_path / "b"), backend="mock")
+    x = DeviceTensor(2.0)
+    proton.deactivate(s1)
+    g0 = dev.capture(lambda: proton.scope("foo_with_metric", {"m": x}).__enter__().__exit__(None, None, None))
+    with proton.scope("session0_replay"):
+        dev.replay(g0)
+    proton.activate(s1)
+    with proton.scope("both_replay"):
+        dev.replay(g0)
+    proton.finalize()
+    a, _ = read_tree(tmp_path / "a.hatchet")
+    b, _ = read_tree(tmp_path / "b.hatchet")
+    assert find(a, "session0_replay", "<captured_at>", "foo_with_metric")["metrics"]["m"] == 2.0
+    assert find(a, "both_replay", "<captured_at>", "foo_with_metric")["metrics"]["m"] == 2.0
+    assert not any(c["frame"]["name"] == "both_replay" and c["children"] and
+                   any("m" in g["metrics"] for g in c["children"][0]["children"]) for c in b["children"])
+    del s0
+
+
+def test_replayed_metric_kernels_are_named_metric_below_the_metadata_state(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), data="trace", backend="mock")
+    m = DeviceTensor(1.0)
+
+    def fn():
+        with proton.scope("a"):
+            with proton.scope("c", metrics={"m1": m}):
+                dev.kernel("foo")
+    graph = dev.capture(fn)
+    with proton.scope("test0"):
+        dev.replay(graph)
+    proton.finalize()
+    import json
+    events = json.load(open(tmp_path / "t.chrome_trace"))["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    metric = [e for e in kernels if e["name"] == "<metric>"]
+    assert [e["args"]["call_stack"] for e in metric] == [
+        ["ROOT", "test0", "<captured_at>", "a", "c", callpath.METADATA_FRAME, "<metric>"]]
+    assert not any(e.get("cat") == "metric" and e["tid"] >= 100000 for e in events)
+
+
+def test_periodic_flushing_writes_each_phase_with_its_own_replays(dev, tmp_path):
+    s = proton.start(str(tmp_path / "t"), backend="mock", mode="periodic_flushing:format=hatchet")
+    x = DeviceTensor(4.0)
+    graph = dev.capture(lambda: proton.scope("scope_a", {"flops": x}).__enter__().__exit__(None, None, None))
+    with proton.scope("test0"):
+        for i in range(50):
+            if i and i % 10 == 0:
+                proton.data.advance_phase(session=s)
+            dev.replay(graph)
+            if i % 7 == 0:
+                dev.mock.flush()
+    proton.finalize()
+    for p in range(5):
+        tree, _ = read_tree(tmp_path / f"t.part_{p}.hatchet")
+        assert find(tree, "test0", "<captured_at>", "scope_a")["metrics"]["flops"] == 40.0, p
+
+
+def test_memory_grows_with_the_distinct_contexts_not_with_the_replays(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), backend="mock")
+    x = DeviceTensor(1)
+    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    (book,) = graph_metrics.books.values()
+    region = book.slots[0].region
+    size = region.size
+    with proton.scope("loop"):
+        for _ in range(10_000):
+            dev.replay(graph)
+    assert len(book.banks) == 1 and book.banks[0][1] == 10_000
+    assert region.size == size
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert find(tree, "loop", "<captured_at>", "s")["metrics"]["n"] == 10_000
+
+
+def test_contexts_beyond_the_banks_merge_into_the_last_bank(dev, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROTON_CTYPES_GRAPH_METRIC_BANKS", "2")
+    proton.start(str(tmp_path / "t"), backend="mock")
+    x = DeviceTensor(1)
+    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    before = graph_metrics.stats["merged_replays"]
+    for name in ("r0", "r1", "r2"):
+        with proton.scope(name):
+            dev.replay(graph)
+    assert graph_metrics.stats["merged_replays"] == before + 1
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert find(tree, "r0", "<captured_at>", "s")["metrics"]["n"] == 1
+    assert find(tree, "r1", "<captured_at>", "s")["metrics"]["n"] == 2
+
+
+def test_banks_are_emptied_at_each_flush_and_the_replay_count_resynced(dev, tmp_path):
+    s = proton.start(str(tmp_path / "t"), backend="mock")
+    x = DeviceTensor(3)
+    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    (book,) = graph_metrics.books.values()
+    dev.replay(graph)
+    book.launched += 5     # replays the host missed: the device count wins at read-back
+    tensor_metrics.drain()
+    assert book.banks == [] and book.launched == 1
+    assert not book.slots[0].region[1:].any()
+    with proton.scope("later"):
+        dev.replay(graph)
+    proton.finalize(s)
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert find(tree, "<captured_at>", "s")["metrics"]["n"] == 3
+    assert find(tree, "later", "<captured_at>", "s")["metrics"]["n"] == 3
