@@ -68,7 +68,8 @@ class Device:
     def __init__(self, mock, monkeypatch):
         self.mock = mock
         self.capturing = None
-        monkeypatch.setattr(tensor_metrics, "capture_graph", lambda device: self.capturing and self.capturing.handle)
+        monkeypatch.setattr(gmk, "current_capture", lambda device=None: self.capturing and
+                            (self.capturing.handle, device or DeviceTensor.device))
         monkeypatch.setattr(gmk, "launch_triton", self._launch_metric)
         monkeypatch.setattr(gmk, "_zeroed", lambda n, device, pinned, capturing:
                             np.zeros(n, np.int32 if pinned else np.int64))
@@ -89,10 +90,12 @@ class Device:
 
     def capture(self, fn):
         self.capturing = Graph()
+        self.mock.capture_edge(True)
         try:
             fn()
         finally:
             graph, self.capturing = self.capturing, None
+            self.mock.capture_edge(False)
         return graph
 
     def replay(self, graph):
@@ -289,3 +292,48 @@ def test_banks_are_emptied_at_each_flush_and_the_replay_count_resynced(dev, tmp_
     tree, _ = read_tree(tmp_path / "t.hatchet")
     assert find(tree, "<captured_at>", "s")["metrics"]["n"] == 3
     assert find(tree, "later", "<captured_at>", "s")["metrics"]["n"] == 3
+
+
+def test_host_numbers_given_during_capture_are_added_per_replay(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), backend="mock")
+
+    def fn():
+        for _ in range(10):
+            with proton.scope("scope_a", metrics={"bytes": 16}):
+                dev.kernel("ones")
+    fn()                      # eager: added now
+    graph = dev.capture(fn)   # captured: added by each replay
+    with proton.scope("test0"):
+        dev.replay(graph)
+        dev.replay(graph)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert find(tree, "scope_a")["metrics"]["bytes"] == 160
+    scope_a = find(tree, "test0", "<captured_at>", "scope_a")
+    assert scope_a["metrics"]["bytes"] == 320
+    assert "count" not in scope_a["metrics"]
+    assert find(scope_a, "ones")["metrics"]["count"] == 20
+
+
+def test_launch_metadata_metrics_of_a_captured_kernel_land_on_its_node_per_replay(dev, tmp_path):
+    from proton_ctypes.hooks import HookManager, LaunchHook
+    from test_launch_hook import FakeLazyDict
+    LaunchHook().configure()
+    x_sum = DeviceTensor(4.0)
+    proton.start(str(tmp_path / "t"), backend="mock", hook="triton")
+
+    def fn():
+        for _ in range(10):
+            md = FakeLazyDict("foo", lambda name: {"name": "foo_test", "bytes": 16, "flops": x_sum})
+            HookManager.enter(md)
+            dev.kernel("foo")
+            HookManager.exit(md)
+    graph = dev.capture(fn)
+    with proton.scope("test0"):
+        dev.replay(graph)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    cap = find(tree, "test0", "<captured_at>")
+    foo_test = find(cap, "foo_test")
+    assert (foo_test["metrics"]["bytes"], foo_test["metrics"]["flops"], foo_test["metrics"]["count"]) == (160, 40.0, 10)
+    assert find(cap, callpath.METADATA_FRAME, "foo", "<metric>")["metrics"]["count"] == 10

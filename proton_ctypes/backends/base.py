@@ -114,17 +114,19 @@ class Backend:
     #: close the innermost one it opened (:mod:`proton_ctypes.core.nvtx`), given by
     #: :meth:`connect`; None: NVTX ranges are not scopes.
     nvtx_scopes = None
-    #: ``(graph, thread id, time_ns)``: called on the launching thread once per replay of an
-    #: executable graph, ``graph`` the handle of the captured graph it was made from
-    #: (:func:`proton_ctypes.core.graph_metrics.replayed`), given by :meth:`connect`; None: no call.
-    graph_replays = None
+    #: ``(capture(begin: bool), replayed(graph, thread id, time_ns))`` of
+    #: :mod:`proton_ctypes.core.graph_metrics`, given by :meth:`connect`: ``capture`` on the
+    #: capturing thread when a stream capture begins / ends, ``replayed`` on the launching thread
+    #: once per replay of an executable graph (``graph``: the handle of the captured graph it
+    #: was made from); None: not called.
+    graph_hooks = None
 
-    def connect(self, pc_attribution=None, nvtx_scopes=None, graph_replays=None) -> None:
+    def connect(self, pc_attribution=None, nvtx_scopes=None, graph_hooks=None) -> None:
         """Take the engine's functions a backend may call back (see the fields of the same
         names); called before the first :meth:`start`."""
         self.pc_attribution = pc_attribution
         self.nvtx_scopes = nvtx_scopes
-        self.graph_replays = graph_replays
+        self.graph_hooks = graph_hooks
 
     def start(self, sink: Sink, mode: Mode = NO_MODE, python_context: Optional[Callable[[], int]] = None) -> None:
         """Begin collecting; hand every parsed kernel batch to ``sink`` (from any thread).

@@ -137,7 +137,7 @@ class CuptiBackend(Backend):
         self.mode = mode
         self._hub = CallbackHub(lib)
         self._hub.graph_execs, self._hub.graph_warned = self._graph_execs, self._graph_warned
-        self._hub.exec_graph, self._hub.graph_replays = self._exec_graph, self.graph_replays
+        self._hub.exec_graph, self._hub.graph_hooks = self._exec_graph, self.graph_hooks
         self._pc = self._hub.pc = self._make_pc_sampler(lib) if mode.pc_sampling else None
         self._hub.subscribe(python_context)  # first: detects another CUPTI user before touching anything
         _ACTIVE.append(self)
@@ -263,6 +263,8 @@ class CuptiBackend(Backend):
         if self.launch_source == LAUNCH_FROM_KERNEL:
             self._hub.enable_graph_launch_callbacks()
         self._hub.enable_graph_check()
+        if self.graph_hooks is not None:
+            self._hub.enable_capture_callbacks()
         self._start_nvtx(lib)
         if self._pc is not None:
             self._pc.enable_callbacks(self._hub)

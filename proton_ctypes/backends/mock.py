@@ -100,12 +100,18 @@ class MockBackend(Backend):
         is called even with nothing to hand on (an empty batch), as a collector's timer may."""
         self._deliver(force=False)
 
+    def capture_edge(self, begin: bool) -> None:
+        """A stream capture begins (``begin``) or ends on the calling thread, as CUPTI's
+        ``cuStreamBeginCapture`` / ``cuStreamEndCapture`` callbacks tell the engine."""
+        if self.graph_hooks is not None:
+            self.graph_hooks[0](begin)
+
     def graph_launch(self, graph) -> None:
         """Launch a replay of the executable graph made from captured graph ``graph`` now, on the
         calling thread: what the CUPTI graph-launch callback tells the engine (its kernels are
         then :meth:`launch` ed with ``cap``)."""
-        if self.graph_replays is not None:
-            self.graph_replays(graph, threading.get_native_id(), time.time_ns())
+        if self.graph_hooks is not None:
+            self.graph_hooks[1](graph, threading.get_native_id(), time.time_ns())
 
     def flush(self) -> None:
         """Deliver every recorded kernel as one batch (held ones too: a forced flush)."""

@@ -11,7 +11,7 @@ import sys
 import threading
 from time import time_ns
 
-from . import signatures, threads, trace_scopes
+from . import graph_metric_kernel, signatures, threads, trace_scopes
 from .registry import G
 from .views import View, first_seen
 from ..tree import callpath
@@ -190,7 +190,12 @@ def _trace_entered(targets) -> bool:
 def add_metrics(ctx, sid, targets, scalar: dict) -> None:
     """Validate ``scalar`` metrics (all or nothing) and add them at each target node of a tree
     session, and to the trace event of scope ``sid`` (:func:`.trace_scopes.add_metrics`: an
-    event checks types within itself only, as in Proton)."""
+    event checks types within itself only, as in Proton).
+
+    While a CUDA graph is captured the metrics go to the graph instead: each replay adds them
+    (:mod:`.graph_metric_kernel`)."""
+    if G.capturing and graph_metric_kernel.capture_host_metrics(session_targets(targets), scalar):
+        return
     for s, node in session_targets(targets):
         if s.data != "trace":
             tmetrics.add((s.current.flex,), node, scalar)
@@ -200,7 +205,9 @@ def add_metrics(ctx, sid, targets, scalar: dict) -> None:
 
 def add_op_metrics(targets, scalar: dict) -> None:
     """Add a launch op's ``scalar`` metrics at each target node of a tree session (an op has no
-    trace event)."""
+    trace event); inside a capture, to the graph (see :func:`add_metrics`)."""
+    if G.capturing and graph_metric_kernel.capture_host_metrics(session_targets(targets), scalar):
+        return
     for s, node in session_targets(targets):
         if s.data != "trace":
             tmetrics.add((s.current.flex,), node, scalar)

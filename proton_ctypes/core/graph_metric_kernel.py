@@ -15,9 +15,12 @@ stream that is not captured.
 """
 from __future__ import annotations
 
+import sys
 import threading
 
 from .optional import require
+from ..backends.nvidia import driver as cuda_driver
+from ..backends.nvidia.driver import CudaError
 from . import graph_metrics
 from ..tree import metrics as tmetrics
 
@@ -148,13 +151,40 @@ def capture_tensor_metrics(graph, pairs, tensor: dict, launch) -> None:
         launch(region, book.device_table, tm.value, tm.numel, is_float)
 
 
-def capture_host_metrics(graph, pairs, scalar: dict, device) -> None:
-    """Register host numbers given during the capture of ``graph``: each replay adds them."""
-    dests = [(s.id, node) for s, node in pairs]
+def current_capture(device=None):
+    """``(CUgraph handle, device)`` of the capture the current stream (of ``device``, default the
+    current CUDA device) is in, or None: not capturing, no torch, no driver."""
+    torch = sys.modules.get("torch")
+    drv = cuda_driver.driver() if torch is not None else None
+    if drv is None:
+        return None
+    try:
+        if device is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if getattr(device, "type", None) != "cuda":
+            return None
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        graph = drv.capture_graph(torch._C._cuda_getCurrentRawStream(index))
+    except (CudaError, AttributeError, RuntimeError):
+        return None
+    return None if graph is None else (graph, device)
+
+
+def capture_host_metrics(pairs, scalar: dict) -> bool:
+    """Host numbers given while the current stream is captured: registered in the graph's book
+    (each replay adds them, nothing is added now) and True; False when not capturing."""
+    cap = current_capture()
+    if cap is None:
+        return False
+    graph, device = cap
+    dests = [(s.id, node) for s, node in pairs if s.data != "trace"]
+    items = [(key, tmetrics.normalize(key, scalar[key])) for key in sorted(scalar)]  # Proton's errors first
     book = book_for(graph, device)
-    for key in sorted(scalar):
-        value = scalar[key]
-        book.slots.append(graph_metrics.Slot(key, isinstance(value, float), 1, list(dests), const=value))
+    for key, (_stored, _pty, vt, val) in items:
+        numel = len(val) if vt >= tmetrics.VINT else 1
+        is_float = vt in (tmetrics.DOUBLE, tmetrics.VDOUBLE)
+        book.slots.append(graph_metrics.Slot(key, is_float, numel, list(dests), const=val))
+    return True
 
 
 def launch_triton(region, table, value, numel: int, is_float: bool) -> None:

@@ -118,6 +118,16 @@ def new_book(graph, table, banks: Optional[int] = None) -> Book:
     return book
 
 
+def capture_edge(begin: bool) -> None:
+    """A stream capture begins (``begin``) or ends (the backend's capture callbacks): while
+    one is in progress every thread leaves the fast paths, so the general path can hand the
+    metrics given meanwhile to the graph.  No lock: this runs inside a driver call."""
+    G.capturing = max(0, G.capturing + (1 if begin else -1))
+    G.epoch += 1   # every thread regroups at its next event (fast path back on after the end)
+    for ctx in list(G.threads.values()):
+        ctx.view = None
+
+
 def _replay_key(ctx):
     """What a bank's replays share: the epoch (sessions, activity, phases) and the contexts of
     the calling thread's views.  No lock is taken: this runs inside the driver's graph launch."""

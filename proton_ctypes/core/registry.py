@@ -15,7 +15,7 @@ from .flags import on_profiling_change
 class Registry:
     """Process-wide state of the engine (:data:`G`)."""
 
-    __slots__ = ("epoch", "active", "sessions", "threads", "views_by_tid", "lock", "py_active")
+    __slots__ = ("epoch", "active", "sessions", "threads", "views_by_tid", "lock", "py_active", "capturing")
 
     def __init__(self):
         self.epoch = 0
@@ -30,6 +30,9 @@ class Registry:
         self.lock = threading.RLock()
         #: active sessions using context="python"
         self.py_active = ()
+        #: stream captures in progress (CUDA graphs): metrics then take the general path, which
+        #: hands them to the graph (core/graph_metrics.py)
+        self.capturing = 0
 
 
 #: the one registry

@@ -223,16 +223,8 @@ def _capturing(stream) -> bool:
 
 def capture_graph(device):
     """The CUgraph the current stream of ``device`` is being captured into, else None."""
-    if getattr(device, "type", None) != "cuda":
-        return None
-    stream = _raw_stream(device)
-    drv = cuda_driver.driver() if stream is not None else None
-    if drv is None:
-        return None
-    try:
-        return drv.capture_graph(stream)
-    except (CudaError, AttributeError):
-        return None
+    cap = graph_metric_kernel.current_capture(device)
+    return None if cap is None else cap[0]
 
 
 def add_tensor_metrics(ctx, sid, targets, tensor: dict) -> None:

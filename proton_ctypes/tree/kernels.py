@@ -13,13 +13,14 @@ from typing import Dict
 import numpy as np
 
 from . import callpath, strings
-from .codes import node_of
+from .codes import node_of, op_code
 from .phase import KernelRecords, PhaseData
 
 
 def graft(codes: np.ndarray, cap_codes: np.ndarray, has_cap: np.ndarray) -> np.ndarray:
     """Codes of graph-replayed rows (``has_cap``): the capture-time path (``cap_codes``) grafted
-    below the replay-time path (``codes``) under ``<captured_at>``; other rows unchanged."""
+    below the replay-time path (``codes``) under ``<captured_at>``; other rows unchanged.  A
+    kernel captured inside a launch op stays that op's kernel (the grafted op node itself)."""
     if not has_cap.any():
         return codes
     codes = codes.copy()
@@ -28,7 +29,8 @@ def graft(codes: np.ndarray, cap_codes: np.ndarray, has_cap: np.ndarray) -> np.n
         key = (int(codes[i]), int(cap_codes[i]))
         node = pairs.get(key)
         if node is None:
-            node = pairs[key] = callpath.graft(node_of(key[0]), node_of(key[1]))
+            node = callpath.graft(node_of(key[0]), node_of(key[1]))
+            node = pairs[key] = op_code(node) if key[1] < 0 else node
         codes[i] = node
     return codes
 

@@ -44,7 +44,7 @@ import numpy as np
 from . import layout as L
 from ..threadstate import keep_thread_state
 from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_NVTX, CB_DOMAIN_RESOURCE, CB_DOMAIN_RUNTIME_API,
-                  CB_SITE_ENTER, DRIVER_GRAPH_LAUNCH_CBIDS, DRIVER_LAUNCH_CBIDS,
+                  CB_SITE_ENTER, DRIVER_CAPTURE_BEGIN_CBIDS, DRIVER_CAPTURE_END_CBIDS, DRIVER_GRAPH_LAUNCH_CBIDS, DRIVER_LAUNCH_CBIDS,
                   ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, GRAPH_LAUNCH_CBIDS, NVTX_RANGE_POP, NVTX_RANGE_PUSH_A,
                   RESOURCE_GRAPHEXEC_CREATED, RESOURCE_GRAPHNODE_CLONED, RESOURCE_GRAPHNODE_CREATED,
                   RUNTIME_GRAPH_LAUNCH_CBIDS, CuptiError, CuptiLib)
@@ -53,6 +53,8 @@ from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_NVTX, CB_DOMAIN
 _KEEP_ALIVE = []
 #: The resource callbacks of CUDA-graph bookkeeping.
 GRAPH_CBIDS = (RESOURCE_GRAPHNODE_CREATED, RESOURCE_GRAPHNODE_CLONED)
+#: The stream-capture begin and end callback ids.
+CAPTURE_CBIDS = frozenset(DRIVER_CAPTURE_BEGIN_CBIDS + DRIVER_CAPTURE_END_CBIDS)
 #: Clone links followed at most from a replayed node to the captured one.
 MAX_CLONE_HOPS = 64
 #: A python-context entry: ``(correlation id, node, native thread id, time_ns)``.
@@ -113,9 +115,9 @@ class CallbackHub:
         self.graph_check = False
         #: executable-graph handle -> the CUgraph handle it was made from (GRAPHEXEC_CREATED)
         self.exec_graph = {}
-        #: ``(graph handle, thread, time_ns)``, called once per graph replay on the launching
-        #: thread (metrics captured with the graph, :attr:`Backend.graph_replays`); None: off
-        self.graph_replays = None
+        #: ``(capture(begin), replayed(graph handle, thread, time_ns))`` (:attr:`Backend.graph_hooks`):
+        #: stream-capture edges and graph replays for metrics captured with a graph; None: off
+        self.graph_hooks = None
         #: ``(enter(name), exit() -> bool)`` from the profiler while NVTX ranges are scopes, else None
         self.nvtx_scopes = None
         self.nvtx_errors = 0
@@ -168,6 +170,15 @@ class CallbackHub:
             self._enable(CB_DOMAIN_DRIVER_API, cbid)
         for cbid in RUNTIME_GRAPH_LAUNCH_CBIDS:
             self._enable(CB_DOMAIN_RUNTIME_API, cbid)
+
+    def enable_capture_callbacks(self) -> None:
+        """Turn on the driver's stream-capture begin/end callbacks (metrics given while a graph is
+        captured are replayed with it, :attr:`graph_hooks`)."""
+        for cbid in DRIVER_CAPTURE_BEGIN_CBIDS + DRIVER_CAPTURE_END_CBIDS:
+            try:
+                self._enable(CB_DOMAIN_DRIVER_API, cbid)
+            except CuptiError:  # an id this CUPTI does not know (ToGraph is CUDA 12.3+)
+                pass
 
     def enable_launch_callbacks(self) -> None:
         """Turn on the driver launch callbacks (python context, PC sampling)."""
@@ -226,7 +237,8 @@ class CallbackHub:
         native_id = threading.get_native_id
         enter = CB_SITE_ENTER
         keep = keep_thread_state
-        on_replay = self._on_graph_replay
+        on_replay, on_capture = self._on_graph_replay, self._on_capture
+        capture_cbids = CAPTURE_CBIDS
         if python_context is None:
             def callback(userdata, domain, cbid, data):
                 keep()
@@ -234,9 +246,11 @@ class CallbackHub:
                     on_resource(cbid, data)
                 elif domain == nvtx:
                     on_nvtx(cbid, data)
-                elif domain == driver or domain == runtime:     # graph launches only
+                elif domain == driver or domain == runtime:     # graph launches and captures
                     head = at(data)
-                    if head.site == enter:
+                    if cbid in capture_cbids:
+                        on_capture(cbid, head.site)
+                    elif head.site == enter:
                         t = now()
                         graph_append((head.correlation_id, native_id(), t))
                         if domain == driver:
@@ -249,7 +263,9 @@ class CallbackHub:
             keep()
             if domain == driver or domain == runtime:
                 head = at(data)
-                if head.site == enter:
+                if cbid in capture_cbids:
+                    on_capture(cbid, head.site)
+                elif head.site == enter:
                     t = now()
                     if domain == driver:
                         append((head.correlation_id, python_context(), native_id(), t))
@@ -263,17 +279,32 @@ class CallbackHub:
                 on_nvtx(cbid, data)
         return callback
 
+    def _on_capture(self, cbid, site) -> None:
+        """Tell the engine a capture begins (at the begin call's ENTER) or ended (at the end
+        call's EXIT) on this thread."""
+        hooks = self.graph_hooks
+        if hooks is None:
+            return
+        try:
+            if cbid in DRIVER_CAPTURE_BEGIN_CBIDS:
+                if site == CB_SITE_ENTER:
+                    hooks[0](True)
+            elif site != CB_SITE_ENTER:
+                hooks[0](False)
+        except Exception:
+            self.callback_errors += 1
+
     def _on_graph_replay(self, head, t) -> None:
         """A driver graph launch (once per replay, the runtime call nests one): tell the engine
         which captured graph is replayed (``cuGraphLaunch_params.hGraphExec``)."""
-        replays = self.graph_replays
-        if replays is None or not head.params:
+        hooks = self.graph_hooks
+        if hooks is None or not head.params:
             return
         try:
             exec_handle = ctypes.c_void_p.from_address(head.params).value
             graph = self.exec_graph.get(exec_handle)
             if graph is not None:
-                replays(graph, threading.get_native_id(), t)
+                hooks[1](graph, threading.get_native_id(), t)
         except Exception:
             self.callback_errors += 1
 

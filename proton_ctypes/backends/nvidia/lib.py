@@ -120,6 +120,10 @@ DRIVER_GRAPH_LAUNCH_CBIDS = (DRIVER_LAUNCH_CBIDS["cuGraphLaunch"], DRIVER_LAUNCH
 RUNTIME_GRAPH_LAUNCH_CBIDS = (RUNTIME_LAUNCH_CBIDS["cudaGraphLaunch_v10000"],
                               RUNTIME_LAUNCH_CBIDS["cudaGraphLaunch_ptsz_v10000"])
 GRAPH_LAUNCH_CBIDS = frozenset(DRIVER_GRAPH_LAUNCH_CBIDS + RUNTIME_GRAPH_LAUNCH_CBIDS)
+#: Driver stream-capture ids (cupti_driver_cbid.h): cuStreamBeginCapture (and _ptsz, _v2,
+#: _v2_ptsz, ToGraph, ToGraph_ptsz), cuStreamEndCapture (and _ptsz); the runtime's calls nest them.
+DRIVER_CAPTURE_BEGIN_CBIDS = (495, 496, 539, 540, 720, 721)
+DRIVER_CAPTURE_END_CBIDS = (497, 498)
 #: Callback ids probed by the deny loop (ids that do not exist fail harmlessly).
 MAX_CBID = 1000
 #: First CUPTI API version (CUDA 12.9) that survives a declined buffer request; older ones
