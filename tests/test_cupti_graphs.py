@@ -58,3 +58,27 @@ def test_graph_kernels_of_unknown_nodes_have_no_capture_path():
     backend.stop()
     row = sink.rows()[0]
     assert row["cap_tid"] == -1 and row["cap_ns"] == -1 and row["tid"] == threading.get_native_id()
+
+
+def test_captures_and_replays_reach_the_engine_with_the_captured_graph():
+    edges, replays = [], []
+    backend, fake, sink = started_backend(graph_hooks=(edges.append, lambda *a: replays.append(a)))
+    graph = fake.capture(["a", "b"])
+    assert edges == [True, False]                      # begin at ENTER, end at EXIT
+    graph_exec = fake.instantiate(graph)
+    fake.replay(graph_exec)
+    fake.replay(graph_exec)
+    backend.stop()
+    assert [r[0] for r in replays] == [graph.handle, graph.handle]   # the exec's source graph, once per replay
+    assert all(r[1] == threading.get_native_id() for r in replays)
+    assert replays[0][2] < replays[1][2]
+
+
+def test_replays_of_graphs_made_before_start_are_not_reported():
+    replays = []
+    backend, fake, sink = started_backend(graph_hooks=(lambda begin: None, lambda *a: replays.append(a)))
+    graph_exec = fake.instantiate(fake.capture(["a"]))
+    backend._hub.exec_graph.clear()                    # as if instantiated before start()
+    fake.replay(graph_exec)
+    backend.stop()
+    assert replays == []

@@ -337,3 +337,31 @@ def test_launch_metadata_metrics_of_a_captured_kernel_land_on_its_node_per_repla
     foo_test = find(cap, "foo_test")
     assert (foo_test["metrics"]["bytes"], foo_test["metrics"]["flops"], foo_test["metrics"]["count"]) == (160, 40.0, 10)
     assert find(cap, callpath.METADATA_FRAME, "foo", "<metric>")["metrics"]["count"] == 10
+
+
+KERNEL_RUN = """
+import numpy as np, torch
+from proton_ctypes.core import graph_metric_kernel as gmk, graph_metrics
+R = graph_metrics.TABLE_SLOTS
+table = torch.zeros(R, dtype=torch.int32)
+table[1], table[2] = 2, 2                         # replay 0 -> bank 0, replays 1 and 2 -> bank 2
+floats = torch.zeros(1 + 3 * 2, dtype=torch.int64)
+ints = torch.zeros(1 + 3 * 3, dtype=torch.int64)
+for r in range(3):
+    gmk.launch_triton(floats, table, torch.tensor([0.5, 1.5]) * (r + 1), 2, True)
+    gmk.launch_triton(ints, table, torch.tensor([1, 2, 3], dtype=torch.int32), 3, False)
+print(floats[0].item(), floats[1:].numpy().view(np.float64).tolist(), ints.tolist())
+"""
+
+
+def test_the_captured_kernel_counts_its_runs_and_adds_each_into_the_bank_of_its_replay(tmp_path):
+    pytest.importorskip("torch")
+    import os
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=repo, PYTHONWARNINGS="ignore")
+    r = subprocess.run([sys.executable, "-c", KERNEL_RUN], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split("\n")[-2] == "3 [0.5, 1.5, 0.0, 0.0, 2.5, 7.5] [3, 1, 2, 3, 0, 0, 0, 2, 4, 6]"

@@ -77,6 +77,8 @@ CBID_GRAPHNODE_CREATED, CBID_GRAPHNODE_CLONED, CBID_GRAPH_CREATED, CBID_GRAPHEXE
 CBID_NVTX_RANGE_PUSH_A, CBID_NVTX_RANGE_POP = 8, 11     # cupti_nvtx_cbid.h
 NVTX_INJECTION_ENV = "NVTX_INJECTION64_PATH"
 CU_LAUNCH_KERNEL, CU_LAUNCH_KERNEL_EX, CU_GRAPH_LAUNCH, CUDA_LAUNCH_KERNEL = 307, 652, 514, 211
+#: cuStreamBeginCapture_v2, cuStreamEndCapture (cupti_driver_cbid.h)
+CU_STREAM_BEGIN_CAPTURE_V2, CU_STREAM_END_CAPTURE = 539, 497
 EXISTING_DRIVER_CBIDS = range(1, 720)
 ATTR_PER_THREAD_ACTIVITY_BUFFER = 9
 EXISTING_RUNTIME_CBIDS = range(1, 480)
@@ -377,6 +379,7 @@ class FakeCupti:
         graph_handle = next(self._handles)
         self._graph_handle_ids[graph_handle] = graph_id
         nodes = []
+        self._capture_call(CU_STREAM_BEGIN_CAPTURE_V2)
         for i, _ in enumerate(names):
             handle = next(self._handles)
             node_id = (graph_id << 32) | i
@@ -384,7 +387,14 @@ class FakeCupti:
             nodes.append((handle, node_id))
             self._api_call(KIND_DRIVER, CU_LAUNCH_KERNEL_EX, next(self._corr),
                            inside=lambda h=handle: self._resource(CBID_GRAPHNODE_CREATED, graph_handle, h, 0))
+        self._capture_call(CU_STREAM_END_CAPTURE)
         return FakeGraph(graph_id, nodes, list(names), graph_handle)
+
+    def _capture_call(self, cbid):
+        """``cuStreamBeginCapture_v2`` / ``cuStreamEndCapture``: their driver callbacks, ENTER and EXIT."""
+        corr = next(self._corr)
+        self._callback(DOMAIN_DRIVER, cbid, 0, corr)
+        self._callback(DOMAIN_DRIVER, cbid, 1, corr)
 
     def instantiate(self, graph):
         """Instantiate: a new graph whose nodes are clones (CREATED then CLONED per node), then
@@ -659,9 +669,9 @@ class BatchSink:
             return np.concatenate(self.batches) if self.batches else empty_batch(0)
 
 
-def started_backend(fake=None, mode="", python_context=None, **kwargs):
+def started_backend(fake=None, mode="", python_context=None, graph_hooks=None, **kwargs):
     """A CuptiBackend over ``fake`` (a new FakeCupti by default), started with a BatchSink and
-    ``mode`` (a mode string, parsed as a session would).
+    ``mode`` (a mode string, parsed as a session would); ``graph_hooks`` as the engine connects them.
 
     Returns ``(backend, fake, sink)``.
     """
@@ -670,5 +680,6 @@ def started_backend(fake=None, mode="", python_context=None, **kwargs):
     fake = fake or FakeCupti()
     backend = CuptiBackend(lib=fake, driver=FakeDriver(fake), **kwargs)
     sink = BatchSink()
+    backend.connect(graph_hooks=graph_hooks)
     backend.start(sink, select.parse_mode("cupti", mode), python_context=python_context)
     return backend, fake, sink
