@@ -12,7 +12,11 @@ round by round (the order rotates), and every figure is the median over rounds. 
 * ``scope around every launch`` / ``state around every launch`` (Triton);
 * ``context="python"`` (torch ``x.add_(1)``, as in Proton's reference figure);
 * ``data="trace"`` (Triton, one scope): per launch, and its ``finalize``;
-* the ``finalize`` of the tree of the first case.
+* the ``finalize`` of the tree of the first case;
+* ``graph replay with device-tensor metrics`` (issue 21): a CUDA graph of 20 Triton kernels in 4
+  scopes that each carry a device-tensor metric, captured while profiling, replayed 10 000 times
+  in one scope; one op = one replay (docs/graph-metrics.md); the expected kernels are the
+  graph's own (each replay adds 4 ``<metric>`` kernels on top).  ``--cases graph`` runs it alone.
 
 ``overhead_us`` = µs per op minus the µs per op of a bare loop run in the profiled process
 itself just before each profiled run (the previous run's profiler already finalized): the
@@ -51,6 +55,9 @@ IMPLS = ("bare", "proton", "proton_ctypes", "torch.profiler")
 HOOK_DIAGNOSTIC_IMPLS = ("hook_empty", "hook_metadata", "cupti_hook_metadata")
 DIAGNOSTIC_IMPLS = ("cupti_eager", "cupti_lazy", "cupti_kernel_only", "cupti_subscribe_only") + HOOK_DIAGNOSTIC_IMPLS
 HOOK_CASE = 'hook="triton", launch_metadata'
+GRAPH_CASE = "graph replay with device-tensor metrics"
+#: the graph case: kernels, metric scopes (the kernels spread over them), replays
+GRAPH_KERNELS, GRAPH_SCOPES, GRAPH_REPLAYS = 20, 4, 10_000
 CASES = {
     "triton launch, one scope": dict(kernel="triton"),
     "torch x.add_(1), one scope": dict(kernel="torch"),
@@ -63,6 +70,8 @@ CASES = {
     'hook="triton", kernel excluded by name': dict(kernel="triton_meta", start=dict(hook="triton"),
                                                   exclude="tiny.*"),
     "scope with a device-tensor metric": dict(kernel="triton", per_launch="tensor_metric"),
+    # issue 21: metrics captured in a CUDA graph, replayed
+    GRAPH_CASE: dict(kernel="graph", n=GRAPH_REPLAYS, warm=100),
 }
 TORCH_PROFILER_CASES = ("triton launch, one scope", "torch x.add_(1), one scope")
 BASIC_CASES = TORCH_PROFILER_CASES
@@ -151,13 +160,44 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
 
 
 def _launcher(spec, launch_triton, launch_torch):
+    if spec["kernel"] == "graph":
+        return _bare_graph(launch_triton).replay
     return {"triton": launch_triton, "torch": launch_torch,
             "triton_meta": getattr(launch_triton, "meta", launch_triton)}[spec["kernel"]]
+
+
+def _capture(launch_triton, proton=None):
+    """The graph case's CUDA graph: GRAPH_KERNELS launches in GRAPH_SCOPES scopes, each scope
+    with a device-tensor metric when ``proton`` is given (captured while it profiles)."""
+    import torch
+    values = [torch.full((), float(j + 1), device="cuda") for j in range(GRAPH_SCOPES)]
+    per = GRAPH_KERNELS // GRAPH_SCOPES
+    for _ in range(3):
+        launch_triton()   # compiled and warm before the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for j in range(GRAPH_SCOPES):
+            if proton is None:
+                for _ in range(per):
+                    launch_triton()
+            else:
+                with proton.scope(f"m{j}", {"value": values[j]}):
+                    for _ in range(per):
+                        launch_triton()
+    graph.keep = values
+    return graph
+
+
+@functools.lru_cache(maxsize=None)
+def _bare_graph(launch_triton):
+    return _capture(launch_triton)
 
 
 def _bare_loop(spec, n, warm, torch, launch_triton, launch_torch) -> float:
     """µs per op of the case's kernel launched ``n`` times with no profiler code around it."""
     launch = _launcher(spec, launch_triton, launch_torch)
+    n, warm = spec.get("n", n), spec.get("warm", warm)
     for _ in range(warm):
         launch()
     torch.cuda.synchronize()
@@ -219,6 +259,8 @@ def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton,
     """One timed loop of ``case`` under ``impl``: µs per op, finalize seconds, kernels recorded."""
     spec = CASES[case]
     launch = _launcher(spec, launch_triton, launch_torch)
+    graph_case = spec["kernel"] == "graph"
+    n, warm = spec.get("n", n), spec.get("warm", warm)
     per = spec.get("per_launch")
     metric = torch.ones((), device="cuda") if per == "tensor_metric" else None
     if spec.get("exclude") and proton is not None:
@@ -282,6 +324,8 @@ def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton,
     else:
         name = os.path.join(tmp, f"{impl}_{list(CASES).index(case)}_{rep}")
         proton.start(name, **spec.get("start", {}))
+        if graph_case:   # captured while profiling, so the metric kernels are in the graph
+            launch = _capture(launch_triton, proton).replay
         with proton.scope("run"):
             loop(warm)
             t0 = time.perf_counter()
@@ -291,7 +335,7 @@ def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton,
         proton.finalize()
         out["finalize_s"] = time.perf_counter() - t0
         out["kernels"] = _count_kernels(name, spec.get("start", {}).get("data", "tree"))
-        out["expected_kernels"] = n + warm
+        out["expected_kernels"] = (n + warm) * (GRAPH_KERNELS if graph_case else 1)
         if spec.get("exclude"):
             proton.hooks.LaunchHook().configure()
         if impl == "proton_ctypes":

@@ -177,12 +177,13 @@ def test_a_refused_exec_callback_turns_the_check_off(make, capfd):
 
 def test_no_kernel_launch_callback_is_switched_on_for_the_check(make):
     """The check needs no per-launch callback: driver/runtime callbacks, if any, are on the graph
-    launches alone (the launch of replayed kernels, one per replay)."""
+    launches (the launch of replayed kernels, one per replay) and stream-capture edges alone."""
+    from proton_ctypes.backends.nvidia.callbacks import CAPTURE_CBIDS
     fake = make()
     proton.start("g", backend="cupti")
     assert (DOMAIN_RESOURCE, CBID_GRAPHEXEC_CREATED) in fake.enabled_callbacks
     api_callbacks = {cbid for domain, cbid in fake.enabled_callbacks if domain in (DOMAIN_DRIVER, DOMAIN_RUNTIME)}
-    assert api_callbacks <= GRAPH_LAUNCH_CBIDS
+    assert api_callbacks <= GRAPH_LAUNCH_CBIDS | CAPTURE_CBIDS
     proton.finalize()
     assert not fake.enabled_callbacks
 

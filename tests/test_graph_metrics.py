@@ -365,3 +365,19 @@ def test_the_captured_kernel_counts_its_runs_and_adds_each_into_the_bank_of_its_
                        timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split("\n")[-2] == "3 [0.5, 1.5, 0.0, 0.0, 2.5, 7.5] [3, 1, 2, 3, 0, 0, 0, 2, 4, 6]"
+
+
+def test_replays_nobody_reported_go_to_the_dump_bank_not_to_a_later_context(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), backend="mock")
+    x = DeviceTensor(5)
+    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    dev.mock.graph_hooks, hooks = None, dev.mock.graph_hooks     # replays the engine does not see
+    for _ in range(3):
+        dev.replay(graph)
+    dev.mock.graph_hooks = hooks
+    tensor_metrics.drain()          # a flush: the host's replay count follows the device's again
+    with proton.scope("seen"):
+        dev.replay(graph)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert find(tree, "seen", "<captured_at>", "s")["metrics"]["n"] == 5

@@ -80,9 +80,13 @@ class Book:
     """The metric slots of one captured graph and the banks its replays add into."""
 
     def __init__(self, table, banks: int):
-        #: replay ordinal modulo TABLE_SLOTS -> bank (int32; host-mapped memory on a GPU)
+        #: replay ordinal modulo TABLE_SLOTS -> bank (int32; host-mapped memory on a GPU); an
+        #: entry no replay claimed names the *dump* bank, after the last one, never read: replays
+        #: the host did not see (no session, no callback) land there, not in a later bank
         self.table = table
         self.nbanks = banks
+        self.dump = banks
+        table[:] = self.dump
         self.slots = []
         #: the host's count of this graph's replays (the device's count, resynced at read-back)
         self.launched = 0
@@ -91,8 +95,9 @@ class Book:
         self.banks = []
 
     def region_words(self, numel: int) -> int:
-        """Words of one tensor slot's region: the count, then one bank of ``numel`` values each."""
-        return COUNT_WORDS + self.nbanks * numel
+        """Words of one tensor slot's region: the count, then one bank of ``numel`` values each
+        (the dump bank last)."""
+        return COUNT_WORDS + (self.nbanks + 1) * numel
 
     def replay(self, key, targets: Callable[[], dict]) -> None:
         """Note one replay launched now: its bank (a new one, attributed by ``targets()``, when
@@ -215,8 +220,8 @@ def _attribute(book: Book, reads: list) -> None:
 def drain(synchronize: Optional[Callable[[], None]] = None) -> None:
     """Read every book's banks back (after ``synchronize``, the device sync), attribute them and
     empty them; a book's replay count is resynced with the device's."""
-    with _lock:
-        live = [b for b in books.values() if b.banks]
+    with _lock:   # books with banks, and books whose kernels may have run unseen (count resync)
+        live = [b for b in books.values() if b.banks or any(sl.region is not None and sl.dests for sl in b.slots)]
     if not live:
         return
     if synchronize is not None:
@@ -232,6 +237,7 @@ def drain(synchronize: Optional[Callable[[], None]] = None) -> None:
             counts = [int(w[0]) for w in reads if w is not None]
             if counts:
                 book.launched = max(counts)
+            book.table[:] = book.dump   # every replay launched so far has run (synchronized)
             book.banks = []
             book.key = None
 
