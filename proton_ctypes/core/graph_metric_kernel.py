@@ -87,9 +87,12 @@ def _zeroed(shape_words: int, device, pinned: bool, capturing: bool):
 
 
 def reserve(device) -> None:
-    """Make sure an arena and spare tables exist for ``device`` (outside a capture); best
-    effort: a capture that finds none allocates its own."""
-    if getattr(device, "type", None) != "cuda" or device in _arenas:
+    """Make sure an arena with room and spare tables exist for ``device`` (outside a capture);
+    best effort: a capture that finds none allocates its own."""
+    if getattr(device, "type", None) != "cuda":
+        return
+    arena = _arenas.get(device)
+    if arena is not None and arena[1] * 2 < len(arena[0]) and len(_tables.get(device, ())) >= SPARE_TABLES:
         return
     try:
         _reserve(device)
@@ -97,9 +100,24 @@ def reserve(device) -> None:
         pass
 
 
+def capture_edge(begin: bool) -> None:
+    """The backend's capture callback (:attr:`Backend.graph_hooks`): at a capture's begin, before
+    the stream captures, reserve the memory its metrics will need (as libproton reserves its
+    metric buffer there); then :func:`graph_metrics.capture_edge`."""
+    if begin:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            try:
+                reserve(torch.device("cuda", torch.cuda.current_device()))
+            except Exception:
+                pass
+    graph_metrics.capture_edge(begin)
+
+
 def _reserve(device) -> None:
     with _lock:
-        if device not in _arenas:
+        arena = _arenas.get(device)
+        if arena is None or arena[1] * 2 >= len(arena[0]):
             _arenas[device] = [_zeroed(ARENA_WORDS, device, False, False), 0]
             _keep.append(_arenas[device][0])
         spare = _tables.setdefault(device, [])

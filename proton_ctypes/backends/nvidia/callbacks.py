@@ -42,9 +42,10 @@ import time
 import numpy as np
 
 from . import layout as L
+from .graph_hooks import CAPTURE_CBIDS, GraphHooks
 from ..threadstate import keep_thread_state
 from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_NVTX, CB_DOMAIN_RESOURCE, CB_DOMAIN_RUNTIME_API,
-                  CB_SITE_ENTER, DRIVER_CAPTURE_BEGIN_CBIDS, DRIVER_CAPTURE_END_CBIDS, DRIVER_GRAPH_LAUNCH_CBIDS, DRIVER_LAUNCH_CBIDS,
+                  CB_SITE_ENTER, DRIVER_GRAPH_LAUNCH_CBIDS, DRIVER_LAUNCH_CBIDS,
                   ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, GRAPH_LAUNCH_CBIDS, NVTX_RANGE_POP, NVTX_RANGE_PUSH_A,
                   RESOURCE_GRAPHEXEC_CREATED, RESOURCE_GRAPHNODE_CLONED, RESOURCE_GRAPHNODE_CREATED,
                   RUNTIME_GRAPH_LAUNCH_CBIDS, CuptiError, CuptiLib)
@@ -53,8 +54,6 @@ from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_NVTX, CB_DOMAIN
 _KEEP_ALIVE = []
 #: The resource callbacks of CUDA-graph bookkeeping.
 GRAPH_CBIDS = (RESOURCE_GRAPHNODE_CREATED, RESOURCE_GRAPHNODE_CLONED)
-#: The stream-capture begin and end callback ids.
-CAPTURE_CBIDS = frozenset(DRIVER_CAPTURE_BEGIN_CBIDS + DRIVER_CAPTURE_END_CBIDS)
 #: Clone links followed at most from a replayed node to the captured one.
 MAX_CLONE_HOPS = 64
 #: A python-context entry: ``(correlation id, node, native thread id, time_ns)``.
@@ -90,7 +89,7 @@ class _SiteAndCorrelation(ctypes.Structure):
                 ("correlation_id", ctypes.c_uint32)]
 
 
-class CallbackHub:
+class CallbackHub(GraphHooks):
     """Owns the subscriber handle, the graph-node maps and the python-context entries."""
 
     def __init__(self, lib: CuptiLib):
@@ -170,15 +169,6 @@ class CallbackHub:
             self._enable(CB_DOMAIN_DRIVER_API, cbid)
         for cbid in RUNTIME_GRAPH_LAUNCH_CBIDS:
             self._enable(CB_DOMAIN_RUNTIME_API, cbid)
-
-    def enable_capture_callbacks(self) -> None:
-        """Turn on the driver's stream-capture begin/end callbacks (metrics given while a graph is
-        captured are replayed with it, :attr:`graph_hooks`)."""
-        for cbid in DRIVER_CAPTURE_BEGIN_CBIDS + DRIVER_CAPTURE_END_CBIDS:
-            try:
-                self._enable(CB_DOMAIN_DRIVER_API, cbid)
-            except CuptiError:  # an id this CUPTI does not know (ToGraph is CUDA 12.3+)
-                pass
 
     def enable_launch_callbacks(self) -> None:
         """Turn on the driver launch callbacks (python context, PC sampling)."""
@@ -278,35 +268,6 @@ class CallbackHub:
             elif domain == nvtx:
                 on_nvtx(cbid, data)
         return callback
-
-    def _on_capture(self, cbid, site) -> None:
-        """Tell the engine a capture begins (at the begin call's ENTER) or ended (at the end
-        call's EXIT) on this thread."""
-        hooks = self.graph_hooks
-        if hooks is None:
-            return
-        try:
-            if cbid in DRIVER_CAPTURE_BEGIN_CBIDS:
-                if site == CB_SITE_ENTER:
-                    hooks[0](True)
-            elif site != CB_SITE_ENTER:
-                hooks[0](False)
-        except Exception:
-            self.callback_errors += 1
-
-    def _on_graph_replay(self, head, t) -> None:
-        """A driver graph launch (once per replay, the runtime call nests one): tell the engine
-        which captured graph is replayed (``cuGraphLaunch_params.hGraphExec``)."""
-        hooks = self.graph_hooks
-        if hooks is None or not head.params:
-            return
-        try:
-            exec_handle = ctypes.c_void_p.from_address(head.params).value
-            graph = self.exec_graph.get(exec_handle)
-            if graph is not None:
-                hooks[1](graph, threading.get_native_id(), t)
-        except Exception:
-            self.callback_errors += 1
 
     # ------------------------------------------------------------------ NVTX ranges
     def _on_nvtx(self, cbid, data) -> None:

@@ -1,0 +1,64 @@
+"""The CUPTI hub's part in metrics captured with CUDA graphs (docs/graph-metrics.md).
+
+Two things the engine must learn from the driver, through :attr:`Backend.graph_hooks`:
+
+* **capture edges**: ``cuStreamBeginCapture*`` (at ENTER, before the stream captures) and
+  ``cuStreamEndCapture*`` (at EXIT): metrics given in between belong to the graph;
+* **replays**: each driver ``cuGraphLaunch`` (once per replay; the runtime's call nests one),
+  with the captured graph the executable graph was made from (``GRAPHEXEC_CREATED`` gives
+  the pair, :attr:`CallbackHub.exec_graph`).
+
+:class:`GraphHooks` is a part of :class:`~.callbacks.CallbackHub` (which owns the subscriber,
+the ``exec_graph`` map, ``graph_hooks`` and ``callback_errors``).  Nothing raises into CUPTI.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from .lib import CB_DOMAIN_DRIVER_API, CB_SITE_ENTER, DRIVER_CAPTURE_BEGIN_CBIDS, DRIVER_CAPTURE_END_CBIDS, CuptiError
+
+#: The stream-capture begin and end callback ids.
+CAPTURE_CBIDS = frozenset(DRIVER_CAPTURE_BEGIN_CBIDS + DRIVER_CAPTURE_END_CBIDS)
+
+
+class GraphHooks:
+    """Capture edges and graph replays, handed to the engine's ``graph_hooks``."""
+
+    def enable_capture_callbacks(self) -> None:
+        """Turn on the driver's stream-capture begin/end callbacks (metrics given while a graph is
+        captured are replayed with it, :attr:`graph_hooks`)."""
+        for cbid in DRIVER_CAPTURE_BEGIN_CBIDS + DRIVER_CAPTURE_END_CBIDS:
+            try:
+                self._enable(CB_DOMAIN_DRIVER_API, cbid)
+            except CuptiError:  # an id this CUPTI does not know (ToGraph is CUDA 12.3+)
+                pass
+
+    def _on_capture(self, cbid, site) -> None:
+        """Tell the engine a capture begins (at the begin call's ENTER) or ended (at the end
+        call's EXIT) on this thread."""
+        hooks = self.graph_hooks
+        if hooks is None:
+            return
+        try:
+            if cbid in DRIVER_CAPTURE_BEGIN_CBIDS:
+                if site == CB_SITE_ENTER:
+                    hooks[0](True)
+            elif site != CB_SITE_ENTER:
+                hooks[0](False)
+        except Exception:
+            self.callback_errors += 1
+
+    def _on_graph_replay(self, head, t) -> None:
+        """A driver graph launch (once per replay, the runtime call nests one): tell the engine
+        which captured graph is replayed (``cuGraphLaunch_params.hGraphExec``)."""
+        hooks = self.graph_hooks
+        if hooks is None or not head.params:
+            return
+        try:
+            exec_handle = ctypes.c_void_p.from_address(head.params).value
+            graph = self.exec_graph.get(exec_handle)
+            if graph is not None:
+                hooks[1](graph, threading.get_native_id(), t)
+        except Exception:
+            self.callback_errors += 1
