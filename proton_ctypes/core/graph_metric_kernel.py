@@ -108,10 +108,33 @@ def capture_edge(begin: bool) -> None:
         torch = sys.modules.get("torch")
         if torch is not None:
             try:
-                reserve(torch.device("cuda", torch.cuda.current_device()))
+                device = torch.device("cuda", torch.cuda.current_device())
+                reserve(device)
+                _warm(device)
             except Exception:
                 pass
     graph_metrics.capture_edge(begin)
+
+
+#: devices the kernel was compiled and loaded for (the common value dtypes)
+_warmed: set = set()
+
+
+def _warm(device) -> None:
+    """Compile and load the kernel for float32 and int64 values before the capture starts, so the
+    first captured metric does not load a module while the stream captures."""
+    if device in _warmed:
+        return
+    _warmed.add(device)
+    import torch  # lazy: torch is optional
+    with _lock:
+        arena, table = _arenas.get(device), _tables.get(device)
+    if arena is None or not table:
+        return
+    for dtype, is_float in ((torch.float32, True), (torch.int64, False)):
+        value = torch.zeros(1, dtype=dtype, device=device)
+        get_kernel().warmup(arena[0], table[0], graph_metrics.TABLE_SLOTS, value, 1, IS_FLOAT=is_float,
+                            BLOCK=BLOCK, grid=(1,), num_warps=1)._init_handles()
 
 
 def _reserve(device) -> None:

@@ -237,7 +237,7 @@ def add_tensor_metrics(ctx, sid, targets, tensor: dict) -> None:
     if not pairs:
         return
     device = next(iter(tensor.values())).value.device
-    graph = capture_graph(device)
+    graph = capture_graph(device) if G.capturing else None
     if graph is not None:
         graph_metric_kernel.capture_tensor_metrics(graph, pairs, tensor, graph_metric_kernel.launch_triton)
         return
