@@ -381,3 +381,18 @@ def test_replays_nobody_reported_go_to_the_dump_bank_not_to_a_later_context(dev,
     proton.finalize()
     tree, _ = read_tree(tmp_path / "t.hatchet")
     assert find(tree, "seen", "<captured_at>", "s")["metrics"]["n"] == 5
+
+
+def test_a_replay_from_a_thread_that_never_profiled_follows_the_starting_thread(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), backend="mock")
+    x = DeviceTensor(2)
+    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    with proton.scope("outer"):
+        worker = threading.Thread(target=dev.replay, args=(graph,))
+        worker.start()
+        worker.join()
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    s = find(tree, "outer", "<captured_at>", "s")
+    assert s["metrics"]["n"] == 2
+    assert find(s, callpath.METADATA_FRAME, "<metric>")["metrics"]["count"] == 1   # its kernel, alike

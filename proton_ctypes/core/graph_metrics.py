@@ -144,7 +144,8 @@ def _replay_key(ctx):
 
 def _targets_now(ctx) -> dict:
     """``{session id: (context code, phase)}`` of the sessions active now, as a kernel launched
-    now on this thread would be attributed: its view's top (and state), else ROOT."""
+    now on this thread would be attributed: its view's top (and state); on a thread without a
+    view of the session, the starting thread's top (as the kernel join does), else ROOT."""
     out = {}
     st = ctx.state if ctx is not None else None
     if ctx is not None:
@@ -155,7 +156,9 @@ def _targets_now(ctx) -> dict:
                     out[s.id] = (code, s.phase)
     for s in list(G.sessions.values()):
         if s.active and s.id not in out and s.context != "python":
-            out[s.id] = (callpath.ROOT, s.phase)
+            starter = G.threads.get(s.starter_tid)
+            top = next((v.top for v in starter.views if s in v.sessions), callpath.ROOT) if starter else callpath.ROOT
+            out[s.id] = (top, s.phase)
     return out
 
 
