@@ -100,6 +100,10 @@ class Device:
 
     def replay(self, graph):
         self.mock.graph_launch(graph.handle)
+        self.run(graph)
+
+    def run(self, graph):
+        """The device runs the graph's next replay."""
         for region, table, value, n, is_float in graph.metric_nodes:   # the Triton kernel, in numpy
             k = int(region[0])
             region[0] += 1
@@ -253,7 +257,8 @@ def test_memory_grows_with_the_distinct_contexts_not_with_the_replays(dev, tmp_p
     with proton.scope("loop"):
         for _ in range(10_000):
             dev.replay(graph)
-    assert len(book.banks) == 1 and book.banks[0][1] == 10_000
+    used = [b for b in book.banks if b is not None]
+    assert len(used) == 1 and used[0].replays == 10_000
     assert region.size == size
     proton.finalize()
     tree, _ = read_tree(tmp_path / "t.hatchet")
@@ -276,21 +281,24 @@ def test_contexts_beyond_the_banks_merge_into_the_last_bank(dev, tmp_path, monke
     assert find(tree, "r1", "<captured_at>", "s")["metrics"]["n"] == 2
 
 
-def test_banks_are_emptied_at_each_flush_and_the_replay_count_resynced(dev, tmp_path):
+def test_a_flush_adds_only_what_replays_added_since_the_previous_one(dev, tmp_path):
     s = proton.start(str(tmp_path / "t"), backend="mock")
     x = DeviceTensor(3)
     graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
     (book,) = graph_metrics.books.values()
-    dev.replay(graph)
-    book.launched += 5     # replays the host missed: the device count wins at read-back
+    with proton.scope("a"):
+        dev.replay(graph)
     tensor_metrics.drain()
-    assert book.banks == [] and book.launched == 1
-    assert not book.slots[0].region[1:].any()
+    region = book.slots[0].region.copy()
+    tensor_metrics.drain()                              # nothing new: nothing added, nothing reset
+    assert (book.slots[0].region == region).all()
     with proton.scope("later"):
         dev.replay(graph)
+    tensor_metrics.drain()
+    assert sum(b is not None for b in book.banks) == 1    # "a"'s bank ran out and was freed
     proton.finalize(s)
     tree, _ = read_tree(tmp_path / "t.hatchet")
-    assert find(tree, "<captured_at>", "s")["metrics"]["n"] == 3
+    assert find(tree, "a", "<captured_at>", "s")["metrics"]["n"] == 3
     assert find(tree, "later", "<captured_at>", "s")["metrics"]["n"] == 3
 
 
@@ -396,3 +404,23 @@ def test_a_replay_from_a_thread_that_never_profiled_follows_the_starting_thread(
     s = find(tree, "outer", "<captured_at>", "s")
     assert s["metrics"]["n"] == 2
     assert find(s, callpath.METADATA_FRAME, "<metric>")["metrics"]["count"] == 1   # its kernel, alike
+
+
+def test_a_replay_still_queued_at_a_flush_is_added_at_the_next_to_its_own_context(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), backend="mock")
+    x = DeviceTensor(3)
+    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    with proton.scope("a"):
+        dev.replay(graph)
+    with proton.scope("b"):
+        dev.mock.graph_launch(graph.handle)   # launched (the callback ran) ...
+    x.a[...] = 4
+    tensor_metrics.drain()                     # ... but not run yet when a flush reads
+    with proton.scope("c"):
+        dev.run(graph)                         # runs now, then one more replay elsewhere
+        dev.replay(graph)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert find(tree, "a", "<captured_at>", "s")["metrics"]["n"] == 3
+    assert find(tree, "b", "<captured_at>", "s")["metrics"]["n"] == 4
+    assert find(tree, "c", "<captured_at>", "s")["metrics"]["n"] == 4

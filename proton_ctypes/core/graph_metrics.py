@@ -16,9 +16,10 @@ was live at capture and is active at the replay (docs/graph-metrics.md has the d
   the metric kernel of replay ``k`` counts ``k`` itself (replays of one executable graph run
   one after the other) and adds into that bank.  Memory grows with slots x banks, never
   with the number of replays.
-* :func:`drain` (at flush, after the device synchronisation a flush makes anyway) reads each
-  region once, attributes each bank through the kernel join's own rules (the representative
-  replay's thread and launch time: active windows, context codes, phase) and empties the banks.
+* Opening a bank records, per active session, the context code and phase a kernel launched
+  there would get.  :func:`drain` (at flush, after the device synchronisation a flush makes
+  anyway) reads each region once and adds each bank's change since the previous read; regions
+  are never reset (replays go on during a flush), a bank is reused once all its replays ran.
 """
 from __future__ import annotations
 
@@ -62,10 +63,11 @@ class Slot:
     """One metric given during a capture: where each replay's value goes, and where it is kept.
 
     ``dests``: ``[(session id, capture-time node)]``; ``region``: the device region (or a
-    numpy array standing for it) of a tensor metric, None for a host number ``const``.
+    numpy array standing for it) of a tensor metric, None for a host number ``const``;
+    ``seen``: the region as last read (the device sums only ever grow; a read adds the change).
     """
 
-    __slots__ = ("key", "is_float", "numel", "dests", "region", "const")
+    __slots__ = ("key", "is_float", "numel", "dests", "region", "const", "seen")
 
     def __init__(self, key, is_float, numel, dests, region=None, const=None):
         self.key = key
@@ -74,6 +76,19 @@ class Slot:
         self.dests = dests
         self.region = region
         self.const = const
+        self.seen = None
+
+
+class Bank:
+    """A run of replays attributed alike: ``targets`` ``{session id: (context code, phase)}``,
+    the replays launched since the last read-back and the ordinal of the latest one."""
+
+    __slots__ = ("targets", "replays", "last")
+
+    def __init__(self, targets: dict):
+        self.targets = targets
+        self.replays = 0
+        self.last = -1
 
 
 class Book:
@@ -81,18 +96,21 @@ class Book:
 
     def __init__(self, table, banks: int):
         #: replay ordinal modulo TABLE_SLOTS -> bank (int32; host-mapped memory on a GPU); an
-        #: entry no replay claimed names the *dump* bank, after the last one, never read: replays
-        #: the host did not see (no session, no callback) land there, not in a later bank
+        #: entry no replay claimed names the *dump* bank, after the last one, never read:
+        #: replays nobody reported land there, not in a bank of some context
         self.table = table
         self.nbanks = banks
         self.dump = banks
         table[:] = self.dump
         self.slots = []
-        #: the host's count of this graph's replays (the device's count, resynced at read-back)
+        #: the host's count of this graph's replays (= the device's ordinal of the next one)
         self.launched = 0
         self.key = None
-        #: per open bank: [{session id: (replay-time context code, phase)}, replays]
-        self.banks = []
+        #: bank index -> Bank, or None when free; ``current``: the bank of ``key``
+        self.banks = [None] * banks
+        self.current = -1
+        #: taken by the launching thread (per replay) and the read-back, never across a CUDA call
+        self.lock = threading.Lock()
 
     def region_words(self, numel: int) -> int:
         """Words of one tensor slot's region: the count, then one bank of ``numel`` values each
@@ -100,19 +118,23 @@ class Book:
         return COUNT_WORDS + (self.nbanks + 1) * numel
 
     def replay(self, key, targets: Callable[[], dict]) -> None:
-        """Note one replay launched now: its bank (a new one, attributed by ``targets()``, when
+        """Note one replay launched now: its bank (a free one, attributed by ``targets()``, when
         ``key`` changed), in the table at its ordinal."""
-        banks = self.banks
-        if key != self.key or not banks:
-            if len(banks) < self.nbanks:
-                banks.append([targets(), 0])
-            else:
-                stats["merged_replays"] += 1
-            self.key = key
-        bank = len(banks) - 1
-        banks[bank][1] += 1
-        self.table[self.launched % len(self.table)] = bank
-        self.launched += 1
+        with self.lock:
+            if key != self.key or self.current < 0:
+                free = self.banks.index(None) if None in self.banks else -1
+                if free >= 0:
+                    self.banks[free] = Bank(targets())
+                    self.current = free
+                elif self.current >= 0:
+                    stats["merged_replays"] += 1
+                self.key = key
+            bank = self.banks[self.current]
+            k = self.launched
+            bank.replays += 1
+            bank.last = k
+            self.table[k % len(self.table)] = self.current
+            self.launched = k + 1
 
 
 def new_book(graph, table, banks: Optional[int] = None) -> Book:
@@ -180,69 +202,73 @@ def _read_region(region) -> np.ndarray:
     return region.cpu().numpy()
 
 
-def _zero_banks(region) -> None:
-    region[COUNT_WORDS:] = 0
-
-
-def _bank_value(slot: Slot, words: np.ndarray, bank: int, replays: int):
+def _values(slot: Slot, words: np.ndarray, bank: int, replays: int):
+    """What bank ``bank`` adds for ``slot``: the change of its device sums since the last read,
+    or the host number times the replays; None when nothing."""
     if slot.region is None:
         c = slot.const
-        if isinstance(c, list):
-            return [x * replays for x in c]
-        return c * replays
+        return None if not replays else [x * replays for x in c] if isinstance(c, list) else c * replays
     lo = COUNT_WORDS + bank * slot.numel
-    vals = words[lo:lo + slot.numel]
-    vals = vals.view(np.float64) if slot.is_float else vals
-    py = [float(x) for x in vals] if slot.is_float else [int(x) for x in vals]
+    vals, old = words[lo:lo + slot.numel], slot.seen[lo:lo + slot.numel]
+    if slot.is_float:
+        py = [float(x) for x in vals.view(np.float64) - old.view(np.float64)]
+    else:
+        py = [int(x) for x in vals - old]
+    if not replays and not any(py):
+        return None
     return py if slot.numel > 1 else py[0]
 
 
-def _attribute(book: Book, reads: list) -> None:
-    """Add every bank of ``book`` to its sessions (``reads``: each slot's region words)."""
+def _read_back(book: Book) -> None:
+    """Add what every bank of ``book`` gathered since the last read to its sessions, and free the
+    banks whose replays have all run (the current one stays: replays are still joining it)."""
+    reads = [_read_region(sl.region) if sl.region is not None else None for sl in book.slots]
+    counts = [int(w[0]) for w in reads if w is not None]
+    ran = min(counts) if counts else book.launched     # every replay below this ordinal has run
+    with book.lock:
+        if ran > book.launched:   # the device ran replays nobody reported: count on from there
+            book.launched = ran
+        banks = [(b, bank, bank.replays) for b, bank in enumerate(book.banks) if bank is not None]
+        for b, bank, _n in banks:
+            bank.replays = 0
+            if b != book.current and bank.last < ran:
+                book.banks[b] = None
     grafts = {}
     for slot, words in zip(book.slots, reads):
+        if words is not None and slot.seen is None:
+            slot.seen = np.zeros_like(words)
         for sid, cap_node in slot.dests:
             s = G.sessions.get(sid)
             if s is None or s.data == "trace":
                 continue  # Proton's trace shows no metric values on graph scopes
-            for b, (targets, replays) in enumerate(book.banks):
-                target = targets.get(sid)
-                if target is None or not replays:
-                    continue
-                pd = s.phases.get(target[1])
-                if pd is None:
+            for b, bank, replays in banks:
+                target = bank.targets.get(sid)
+                pd = s.phases.get(target[1]) if target is not None else None
+                value = _values(slot, words, b, replays) if pd is not None else None
+                if value is None:
                     continue
                 gkey = (target[0], cap_node)
                 node = grafts.get(gkey)
                 if node is None:
                     node = grafts[gkey] = callpath.graft(node_of(gkey[0]), cap_node)
-                tmetrics.add((pd.flex,), node, {slot.key: _bank_value(slot, words, b, replays)})
-    stats["banks_read"] += len(book.banks)
+                tmetrics.add((pd.flex,), node, {slot.key: value})
+        if words is not None:
+            slot.seen = words
+    stats["banks_read"] += len(banks)
 
 
 def drain(synchronize: Optional[Callable[[], None]] = None) -> None:
-    """Read every book's banks back (after ``synchronize``, the device sync), attribute them and
-    empty them; a book's replay count is resynced with the device's."""
-    with _lock:   # books with banks, and books whose kernels may have run unseen (count resync)
-        live = [b for b in books.values() if b.banks or any(sl.region is not None and sl.dests for sl in b.slots)]
+    """Read every book with live slots back (after ``synchronize``, the device sync) and add what
+    each bank gathered to its sessions.  Replays may go on meanwhile, on any thread: the device
+    sums only grow, a read adds their change, and a bank is reused only once all its replays ran."""
+    with _lock:
+        live = [b for b in books.values() if any(sl.dests for sl in b.slots)]
     if not live:
         return
-    if synchronize is not None:
+    if synchronize is not None and any(sl.region is not None for b in live for sl in b.slots):
         synchronize()
     for book in live:
-        reads = [_read_region(sl.region) if sl.region is not None else None for sl in book.slots]
-        try:
-            _attribute(book, reads)
-        finally:
-            for sl, words in zip(book.slots, reads):
-                if words is not None:
-                    _zero_banks(sl.region)
-            counts = [int(w[0]) for w in reads if w is not None]
-            if counts:
-                book.launched = max(counts)
-            book.table[:] = book.dump   # every replay launched so far has run (synchronized)
-            book.banks = []
-            book.key = None
+        _read_back(book)
 
 
 def forget_session(sid: int) -> None:
