@@ -97,7 +97,9 @@ def test_stream_capture_status_is_read_from_the_driver(status, expected):
 
 def test_every_declared_function_has_a_prototype_matching_cuda_h():
     assert set(cuda_driver.PROTOTYPES) == {"cuLaunchKernel", "cuFuncGetParamInfo", "cuStreamIsCapturing",
-                                           "cuGetErrorString"}
+                                           "cuGetErrorString", "cuStreamGetCaptureInfo_v2"}
+    # cuda.h (compatibility section, CUDA 12 and 13): stream, status*, id*, graph*, deps**, numDeps*
+    assert len(cuda_driver.PROTOTYPES["cuStreamGetCaptureInfo_v2"][1]) == 6
     restype, argtypes = cuda_driver.PROTOTYPES["cuLaunchKernel"]
     assert restype is ctypes.c_int and len(argtypes) == 11
 
