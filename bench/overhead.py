@@ -325,7 +325,11 @@ def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton,
         name = os.path.join(tmp, f"{impl}_{list(CASES).index(case)}_{rep}")
         proton.start(name, **spec.get("start", {}))
         if graph_case:   # captured while profiling, so the metric kernels are in the graph
-            launch = _capture(launch_triton, proton).replay
+            try:
+                launch = _capture(launch_triton, proton).replay
+            except Exception as e:  # a profiler whose metrics cannot be captured (no tensor metrics)
+                proton.finalize()
+                return {"us": None, "skipped": f"capture failed: {type(e).__name__}: {e}"[:200]}
         with proton.scope("run"):
             loop(warm)
             t0 = time.perf_counter()
