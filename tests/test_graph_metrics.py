@@ -423,3 +423,14 @@ def test_a_replay_still_queued_at_a_flush_is_added_at_the_next_to_its_own_contex
     assert find(tree, "a", "<captured_at>", "s")["metrics"]["n"] == 3
     assert find(tree, "b", "<captured_at>", "s")["metrics"]["n"] == 4
     assert find(tree, "c", "<captured_at>", "s")["metrics"]["n"] == 4
+
+
+def test_a_host_property_given_during_capture_is_set_not_summed(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), backend="mock")
+    graph = dev.capture(lambda: proton.scope("s", {"bytes": 8, "tag(pty)": 3}).__enter__().__exit__(None, None, None))
+    for _ in range(4):
+        dev.replay(graph)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    s = find(tree, "<captured_at>", "s")["metrics"]
+    assert (s["bytes"], s["tag"]) == (32, 3)

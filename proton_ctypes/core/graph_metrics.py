@@ -204,10 +204,12 @@ def _read_region(region) -> np.ndarray:
 
 def _values(slot: Slot, words: np.ndarray, bank: int, replays: int):
     """What bank ``bank`` adds for ``slot``: the change of its device sums since the last read,
-    or the host number times the replays; None when nothing."""
+    or the host number times the replays (a property is set, not summed); None when nothing."""
     if slot.region is None:
         c = slot.const
-        return None if not replays else [x * replays for x in c] if isinstance(c, list) else c * replays
+        if not replays or tmetrics.parse_key(slot.key)[1] == tmetrics.PTY:
+            return c if replays else None
+        return [x * replays for x in c] if isinstance(c, list) else c * replays
     lo = COUNT_WORDS + bank * slot.numel
     vals, old = words[lo:lo + slot.numel], slot.seen[lo:lo + slot.numel]
     if slot.is_float:
