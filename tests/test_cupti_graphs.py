@@ -82,3 +82,13 @@ def test_replays_of_graphs_made_before_start_are_not_reported():
     fake.replay(graph_exec)
     backend.stop()
     assert replays == []
+
+
+def test_an_exec_named_by_its_own_clone_still_leads_to_the_captured_graph():
+    replays = []
+    backend, fake, sink = started_backend(graph_hooks=(lambda begin: None, lambda *a: replays.append(a)))
+    fake.exec_names_clone = True
+    graph = fake.capture(["a"])
+    fake.replay(fake.instantiate(fake.instantiate(graph)))   # a clone of a clone
+    backend.stop()
+    assert [r[0] for r in replays] == [graph.handle]

@@ -125,6 +125,8 @@ class FakeCupti:
         self.fail = dict(fail or {})
         self.refuse_domains = set(refuse_domains)
         self.graph_exec_created = graph_exec_created
+        #: GRAPHEXEC_CREATED names the exec's own clone rather than the instantiated graph
+        self.exec_names_clone = False
         #: CUPTI's default (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER = 1): every launching
         #: thread writes into a buffer of its own, kept (also after the thread ends) until it is
         #: full or flushed; False: one buffer shared by every thread
@@ -408,9 +410,12 @@ class FakeCupti:
             self._node_ids[handle] = (exec_id << 32) | i
             nodes.append((handle, (exec_id << 32) | i))
             self._resource(CBID_GRAPHNODE_CREATED, exec_handle, handle, 0)
-            self._resource(CBID_GRAPHNODE_CLONED, exec_handle, handle, orig_handle)
+            self._resource(CBID_GRAPHNODE_CLONED, exec_handle, handle, orig_handle, original_graph=graph.handle)
         if self.graph_exec_created:
-            self._resource(CBID_GRAPHEXEC_CREATED, graph.handle, 0, 0, exec_handle)
+            # the graph GRAPHEXEC_CREATED names: the instantiated one, or (``exec_names_clone``)
+            # the exec's own clone of it
+            named = exec_handle if self.exec_names_clone else graph.handle
+            self._resource(CBID_GRAPHEXEC_CREATED, named, 0, 0, exec_handle)
         return FakeGraph(exec_id, nodes, graph.names, exec_handle)
 
     def replay(self, graph_exec, dur_ns=800, stream=7, device=0):
@@ -618,11 +623,11 @@ class FakeCupti:
         data = ctypes.create_string_buffer(CALLBACK_DATA_FORMAT.pack(site, 0, self._params, 0, 0, 0, 1, 0, corr), 72)
         self.subscriber(None, domain, cbid, ctypes.addressof(data))
 
-    def _resource(self, cbid, graph_handle, node_handle, original_handle, exec_handle=0):
+    def _resource(self, cbid, graph_handle, node_handle, original_handle, exec_handle=0, original_graph=0):
         if self.subscriber is None or (DOMAIN_RESOURCE, cbid) not in self.enabled_callbacks:
             return
         graph_data = ctypes.create_string_buffer(
-            GRAPH_DATA_FORMAT.pack(graph_handle, 0, node_handle, original_handle, 0, 0, exec_handle), 56)
+            GRAPH_DATA_FORMAT.pack(graph_handle, original_graph, node_handle, original_handle, 0, 0, exec_handle), 56)
         resource = ctypes.create_string_buffer(RESOURCE_DATA_FORMAT.pack(0, graph_handle,
                                                                          ctypes.addressof(graph_data)), 24)
         self.subscriber(None, DOMAIN_RESOURCE, cbid, ctypes.addressof(resource))

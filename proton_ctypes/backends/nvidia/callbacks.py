@@ -112,8 +112,10 @@ class CallbackHub(GraphHooks):
         self.graph_execs = set()
         self.graph_warned = set()
         self.graph_check = False
-        #: executable-graph handle -> the CUgraph handle it was made from (GRAPHEXEC_CREATED)
+        #: executable-graph handle -> the CUgraph handle GRAPHEXEC_CREATED names; the graph a
+        #: clone was made from (GRAPHNODE_CLONED), for when that handle is the exec's own clone
         self.exec_graph = {}
+        self.clone_source = {}
         #: ``(capture(begin), replayed(graph handle, thread, time_ns))`` (:attr:`Backend.graph_hooks`):
         #: stream-capture edges and graph replays for metrics captured with a graph; None: off
         self.graph_hooks = None
@@ -316,6 +318,8 @@ class CallbackHub(GraphHooks):
             desc = ctypes.c_void_p.from_address(data + L.RESOURCE_DESCRIPTOR_OFFSET).value
             if not desc:
                 return
+            if cbid == RESOURCE_GRAPHNODE_CLONED:
+                self.note_clone(desc)
             if cbid == RESOURCE_GRAPHNODE_CLONED and self.graph_check:
                 # nodes are cloned into the executable graph being instantiated: its graph id
                 # is the exec id (as Proton keys it)

@@ -16,8 +16,11 @@ from __future__ import annotations
 import ctypes
 import threading
 
+from . import layout as L
 from .lib import CB_DOMAIN_DRIVER_API, CB_SITE_ENTER, DRIVER_CAPTURE_BEGIN_CBIDS, DRIVER_CAPTURE_END_CBIDS, CuptiError
 
+#: Clone links followed at most from an executable graph's graph to the captured one.
+MAX_CLONE_HOPS = 64
 #: The stream-capture begin and end callback ids.
 CAPTURE_CBIDS = frozenset(DRIVER_CAPTURE_BEGIN_CBIDS + DRIVER_CAPTURE_END_CBIDS)
 
@@ -49,6 +52,24 @@ class GraphHooks:
         except Exception:
             self.callback_errors += 1
 
+    def note_clone(self, desc: int) -> None:
+        """GRAPHNODE_CLONED (``CUpti_GraphData`` at ``desc``): the graph being built is a clone of
+        ``originalGraph`` (the captured one, or a clone of it)."""
+        clone = ctypes.c_void_p.from_address(desc + L.GRAPHDATA_GRAPH_OFFSET).value
+        source = ctypes.c_void_p.from_address(desc + L.GRAPHDATA_ORIGINAL_GRAPH_OFFSET).value
+        if clone and source and clone != source:
+            self.clone_source[clone] = source
+
+    def captured_graph(self, exec_handle):
+        """The captured graph an executable graph was made from: GRAPHEXEC_CREATED's graph,
+        followed back through clones; None when the exec was made before profiling."""
+        graph = self.exec_graph.get(exec_handle)
+        hops = 0
+        while graph in self.clone_source and hops < MAX_CLONE_HOPS:
+            graph = self.clone_source[graph]
+            hops += 1
+        return graph
+
     def _on_graph_replay(self, head, t) -> None:
         """A driver graph launch (once per replay, the runtime call nests one): tell the engine
         which captured graph is replayed (``cuGraphLaunch_params.hGraphExec``)."""
@@ -57,7 +78,7 @@ class GraphHooks:
             return
         try:
             exec_handle = ctypes.c_void_p.from_address(head.params).value
-            graph = self.exec_graph.get(exec_handle)
+            graph = self.captured_graph(exec_handle)
             if graph is not None:
                 hooks[1](graph, threading.get_native_id(), t)
         except Exception:
