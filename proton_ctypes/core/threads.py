@@ -154,8 +154,9 @@ def resync(ctx: ThreadCtx) -> None:
 
 def fast_view(ctx: ThreadCtx, views):
     """The thread's fast-path view among its ``views``: the only one, while profiling is on, no
-    python-context session is active, no CUDA graph is being captured and the view's backend attributes kernels through the log
-    (not by external ids); else None (the hot paths test the view alone)."""
+    python-context session is active, no CUDA graph is being captured and the view's backend
+    attributes kernels through the log (not by external ids); else None (the hot paths test the
+    view alone)."""
     if len(views) != 1 or G.py_active or G.capturing or not _flags.profiling_on:
         return None
     v = views[0]
