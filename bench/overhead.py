@@ -56,6 +56,8 @@ HOOK_DIAGNOSTIC_IMPLS = ("hook_empty", "hook_metadata", "cupti_hook_metadata")
 DIAGNOSTIC_IMPLS = ("cupti_eager", "cupti_lazy", "cupti_kernel_only", "cupti_subscribe_only") + HOOK_DIAGNOSTIC_IMPLS
 HOOK_CASE = 'hook="triton", launch_metadata'
 GRAPH_CASE = "graph replay with device-tensor metrics"
+#: proton_ctypes' switch for metrics captured with CUDA graphs (core/graph_metrics.py)
+GRAPH_METRICS_ENV = "PROTON_CTYPES_GRAPH_METRICS"
 #: the graph case: kernels, metric scopes (the kernels spread over them), replays
 GRAPH_KERNELS, GRAPH_SCOPES, GRAPH_REPLAYS = 20, 4, 10_000
 CASES = {
@@ -125,6 +127,7 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
         import triton.profiler as proton
     elif impl == "proton_ctypes":
         sys.path.insert(0, ROOT)
+        os.environ.setdefault(GRAPH_METRICS_ENV, "1")   # metrics captured with graphs (off by default)
         import proton_ctypes as proton
     elif impl in DIAGNOSTIC_IMPLS:
         sys.path.insert(0, ROOT)

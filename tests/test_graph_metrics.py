@@ -118,7 +118,24 @@ class Device:
 
 @pytest.fixture
 def dev(mock, monkeypatch):
+    monkeypatch.setenv(graph_metrics.ENABLE_ENV, "1")
     return Device(mock, monkeypatch)
+
+
+def test_without_the_switch_no_hook_is_connected_and_a_captured_metric_is_added_once(mock, monkeypatch, tmp_path):
+    monkeypatch.delenv(graph_metrics.ENABLE_ENV, raising=False)
+    device = Device(mock, monkeypatch)
+    proton.start(str(tmp_path / "t"), backend="mock")
+    assert mock.graph_hooks is None and not graph_metrics.connected
+    def step():
+        with proton.scope("fwd", {"n": 2}):
+            device.kernel("k")
+    graph = device.capture(step)
+    for _ in range(3):
+        device.replay(graph)
+    proton.finalize()
+    assert find(read_tree(str(tmp_path / "t.hatchet"))[0], "fwd")["metrics"]["n"] == 2
+    assert graph.metric_nodes == [] and graph_metrics.books == {}
 
 
 def test_each_replay_adds_its_values_under_captured_at_of_the_replay_scope(dev, tmp_path):

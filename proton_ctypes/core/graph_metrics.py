@@ -35,6 +35,10 @@ from ..tree import callpath
 from ..tree import metrics as tmetrics
 from ..tree.codes import node_of
 
+#: ``1`` turns metrics captured with CUDA graphs on (the engine connects :func:`capture_edge`
+#: and :func:`replayed` to the backend); off by default until proven on a GPU, and then metrics
+#: given during a capture are added once, at capture, as before
+ENABLE_ENV = "PROTON_CTYPES_GRAPH_METRICS"
 #: banks a book holds between two read-backs (``PROTON_CTYPES_GRAPH_METRIC_BANKS``); replays
 #: beyond them join the last bank and are counted in :data:`stats` ``["merged_replays"]``
 DEFAULT_BANKS = 64
@@ -49,6 +53,16 @@ books: dict = {}
 _lock = threading.Lock()
 #: diagnostics: replays seen, replays whose graph has no book, replays merged into a full last bank
 stats = {"replays": 0, "unknown_graph": 0, "merged_replays": 0, "banks_read": 0}
+
+
+#: whether the engine connected the capture and replay hooks to the backend (set by the manager
+#: when it starts a backend, from :func:`enabled`)
+connected = False
+
+
+def enabled() -> bool:
+    """Whether metrics given during a CUDA-graph capture are replayed with it (:data:`ENABLE_ENV`)."""
+    return os.environ.get(ENABLE_ENV, "0").strip() == "1"
 
 
 def bank_count() -> int:

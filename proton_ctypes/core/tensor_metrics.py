@@ -241,7 +241,8 @@ def add_tensor_metrics(ctx, sid, targets, tensor: dict) -> None:
     if graph is not None:
         graph_metric_kernel.capture_tensor_metrics(graph, pairs, tensor, graph_metric_kernel.launch_triton)
         return
-    graph_metric_kernel.reserve(device)
+    if graph_metrics.connected:
+        graph_metric_kernel.reserve(device)   # memory a later capture's metrics will need
     for key in sorted(tensor):
         tm = tensor[key]
         vt = tm.metric_type_index   # libproton's numbering is the tree's value type

@@ -160,7 +160,7 @@ def out(tmp_path_factory):
     d = tmp_path_factory.mktemp("graph_metrics")
     script = d / "graph_metrics_scenario.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    r = subprocess.run([sys.executable, str(script)], cwd=d, env=dict(os.environ, PYTHONPATH=REPO),
+    r = subprocess.run([sys.executable, str(script)], cwd=d, env=dict(os.environ, PYTHONPATH=REPO, PROTON_CTYPES_GRAPH_METRICS="1"),
                        capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-4000:]
     return d, json.loads(r.stdout.strip().splitlines()[-1])

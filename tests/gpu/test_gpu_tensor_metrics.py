@@ -80,7 +80,7 @@ def _find(node, *names):
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
     d = tmp_path_factory.mktemp("tm")
-    env = dict(os.environ, PYTHONPATH=REPO)
+    env = dict(os.environ, PYTHONPATH=REPO, PROTON_CTYPES_GRAPH_METRICS="1")
     script = d / "tensor_metrics_scenario.py"  # @triton.jit needs a source file
     script.write_text(textwrap.dedent(SCRIPT))
     r = subprocess.run([sys.executable, str(script)], cwd=d, env=env, capture_output=True, text=True, timeout=300)
