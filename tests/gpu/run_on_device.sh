@@ -13,6 +13,9 @@
 #   models    bench/models.py                        -> models-h200.json, models.txt
 #   threads   bench/threads.py (THREADS: counts)     -> threads-h200.json, threads.txt
 #   longrun   bench/longrun.py                       -> longrun-h200.json, longrun.txt
+#   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
+#             context="python" case under proton_ctypes), native frames, every thread
+#             -> pyspy.txt (collapsed stacks, the top of them in the output)
 # $OUT gives back at most 8 files: run few steps per call.  ROUNDS (default 3) for every bench.
 set -u
 export PYTHONUNBUFFERED=1
@@ -52,6 +55,18 @@ bench_step() {  # NAME TIMEOUT COMMAND...: one benchmark, its JSON and its print
   tail -n 40 "$OUT/$name.txt"
 }
 
+step_pyspy() {
+  python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy*.whl || return
+  local cmd=${PYSPY_CMD:-python3 bench/models.py --worker proton_ctypes --cases python --chunks 2}
+  timeout "${PYSPY_TIMEOUT:-300}" /tmp/pyspy/bin/py-spy record -r 250 --native --threads -f raw \
+    -o "$OUT/pyspy.txt" -- $cmd > /tmp/pyspy.log 2>&1
+  echo "pyspy rc=$?"; tail -n 5 /tmp/pyspy.log
+  # the heaviest leaf frames (collapsed stacks: "frame;frame;... count")
+  awk '{n=$NF; $NF=""; k=split($0, f, ";"); leaf[f[k]]+=n; total+=n} END {for (x in leaf) printf "%6.2f%% %s\n", 100*leaf[x]/total, x}' \
+    "$OUT/pyspy.txt" | sort -rn | head -n 30
+  awk '{n=$NF; total+=n} /proton_ctypes/ {ours+=n} /libcupti/ {cupti+=n} END {printf "stacks through proton_ctypes %.2f%%, libcupti %.2f%% of %d samples\n", 100*ours/total, 100*cupti/total, total}' "$OUT/pyspy.txt"
+}
+
 for step in $STEPS; do
   echo "=== $step $(date +%T)"
   case $step in
@@ -61,7 +76,8 @@ for step in $STEPS; do
     models) bench_step models "${MODELS_TIMEOUT:-540}" python3 bench/models.py --rounds "$ROUNDS" ${MODELS_ARGS:-} ;;
     threads) bench_step threads "${THREADS_TIMEOUT:-540}" python3 bench/threads.py --threads "${THREADS:-4,8,16}" \
                --rounds "$ROUNDS" ${THREADS_ARGS:-} ;;
+    pyspy) step_pyspy ;;
     longrun) bench_step longrun "${LONGRUN_TIMEOUT:-540}" python3 bench/longrun.py ${LONGRUN_ARGS:-} ;;
-    *) echo "unknown step $step (tests upstream overhead models threads longrun)"; exit 2 ;;
+    *) echo "unknown step $step (tests upstream overhead models threads longrun pyspy)"; exit 2 ;;
   esac
 done
