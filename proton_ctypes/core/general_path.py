@@ -93,7 +93,7 @@ def python_node(skip: int = 1) -> int:
         node = nxt
         at_index[id(fr)] = len(walked)
         walked.append((fr, at, node))
-    ctx = getattr(threads.tls, "ctx", None)
+    ctx = threads.tls.__dict__.get("ctx")   # no AttributeError raised (and caught) on a thread without one
     st = None if ctx is None else ctx.state
     return node if st is None else callpath.child(node, st)
 

@@ -206,7 +206,7 @@ def replayed(graph, tid: int, t: int) -> None:
     if book is None:
         stats["unknown_graph"] += 1
         return
-    ctx = getattr(tls, "ctx", None)
+    ctx = tls.__dict__.get("ctx")   # no AttributeError raised (and caught) on a thread without one
     book.replay(_replay_key(ctx), lambda: _targets_now(ctx))
 
 

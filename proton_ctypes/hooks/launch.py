@@ -67,7 +67,7 @@ class LaunchVar:
 
     def get(self, *default):
         """The thread's value; ``default`` (or the variable's own default) when it has none."""
-        ctx = getattr(tls, "ctx", None)
+        ctx = tls.__dict__.get("ctx")   # no AttributeError raised (and caught) on a thread without one
         value = None if ctx is None else self._read(ctx)
         if value is None:
             return default[0] if default else self.default
