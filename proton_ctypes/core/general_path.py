@@ -60,10 +60,10 @@ def python_node(skip: int = 1) -> int:
     f = sys._getframe(skip)
     while f is not None and f.f_code.co_filename.startswith(_BACKENDS_DIR):
         f = f.f_back
-    try:
-        walked, at_index = _py.walked, _py.at_index
-    except AttributeError:
-        walked, at_index = _py.walked, _py.at_index = [], {}
+    walk = _py.__dict__.get("walk")
+    if walk is None:
+        walk = _py.walk = ([], {})
+    walked, at_index = walk
     chain = []
     node = callpath.ROOT
     keep = 0
@@ -78,9 +78,10 @@ def python_node(skip: int = 1) -> int:
         f = f.f_back
     # frames walked last time below the one still in place have returned (or moved on):
     # forget them, so that no returned frame (and its locals) is kept alive
-    for e in walked[keep:]:
-        at_index.pop(id(e[0]), None)
-    del walked[keep:]
+    if keep < len(walked):
+        for e in walked[keep:]:
+            at_index.pop(id(e[0]), None)
+        del walked[keep:]
     steps = _frame_steps
     for fr in reversed(chain):
         # keyed by the instruction offset, which costs nothing to read; the line number (a
