@@ -20,9 +20,9 @@ T0 = time.time_ns()
 STRIDE = 216
 
 
-def kernel(corr, t, stream=7, device=0, name=0x1000, node=0, start=None):
+def kernel(corr, t, stream=7, device=0, name=0x1000, node=0, start=None, kind=10):
     start = t if start is None else start
-    rec = KERNEL_FORMAT.pack(10, 0, 0, 16, 0, 0, start, start + 800, start + 800, device, 1, stream, 1, 1, 1,
+    rec = KERNEL_FORMAT.pack(kind, 0, 0, 16, 0, 0, start, start + 800, start + 800, device, 1, stream, 1, 1, 1,
                              128, 1, 1, 0, 0, 0, 0, corr, 22, name, 0, 0, 0, 0, 0, 0, 0, 0, node, 0, 0)
     return rec + bytes(STRIDE - len(rec))
 
@@ -99,6 +99,23 @@ def test_records_without_timestamps_fall_back_to_the_walk():
     out = p.parse(buf, valid)
     assert p.stats["walk"] == 1
     assert out[10]["start"].tolist() == [0, T0 + 3000]
+
+
+@pytest.mark.parametrize("layout", ["single", "chain", "walk"])
+def test_serialized_kernel_records_are_reported_as_kernels(layout):
+    """CUPTI_ACTIVITY_KIND_KERNEL (3, mode="pcsampling") has the concurrent kernel's layout."""
+    if layout == "single":
+        records = [kernel(i, T0 + i * 1000, kind=3) for i in (1, 2, 3)]
+    elif layout == "chain":
+        records = [r for i in (1, 2, 3) for r in (api(i, T0 + i * 2000), kernel(i, T0 + i * 2000 + 900, kind=3))]
+    else:
+        records = [api(1, T0), kernel(1, T0, start=0, kind=3), api(2, T0 + 2000), kernel(2, T0 + 3000, kind=3),
+                   kernel(3, T0 + 4000, kind=3)]
+    buf, valid = as_buffer(records)
+    p = parser()
+    out = p.parse(buf, valid)
+    assert p.stats[layout] == 1 and p.stats["unparsed_bytes"] == 0
+    assert 3 not in out and out[10]["correlationId"].tolist() == [1, 2, 3]
 
 
 def test_unknown_kind_stops_the_walk_and_is_counted():

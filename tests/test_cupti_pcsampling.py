@@ -68,6 +68,25 @@ def test_each_launch_is_one_sampling_range(fake):
                      "cuptiPCSamplingGetData", "cuptiPCSamplingDisable"]
 
 
+def test_kernels_are_traced_serialized_and_joined_through_their_launch_records(fake):
+    """Proton enables CUPTI_ACTIVITY_KIND_KERNEL in this mode (continuous PC sampling is not
+    compatible with concurrent kernel tracing); the kernels still get their nodes and times."""
+    proton.start("pc", backend="cupti", mode="pcsampling")
+    kinds = set(fake.kinds)
+    backend = select.get("cupti")
+    source = backend.launch_source
+    crc = fake.load_module()
+    with proton.scope("s"):
+        fake.launch_sampled("matmul_kernel", PCS, crc=crc)
+        fake.launch("other", api="runtime")
+    proton.finalize()
+    assert 3 in kinds and 10 not in kinds and source == "api"
+    root = read_tree("pc.hatchet")[0]
+    assert find(root, "s", "matmul_kernel")["metrics"]["count"] == 1
+    assert find(root, "s", "other")["metrics"]["count"] == 1
+    assert find(root, "s", "other")["metrics"]["time (ns)"] > 0
+
+
 def test_source_lines_become_frames_under_the_kernel_node(fake):
     root = _run(fake)
     kernel = find(root, "s", "matmul_kernel")

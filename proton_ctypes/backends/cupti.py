@@ -254,7 +254,8 @@ class CuptiBackend(Backend):
                           "attributing kernels through external correlation ids instead of timestamps",
                           RuntimeWarning, stacklevel=3)
         # before the buffer callbacks: the per-thread buffer attribute must be set first
-        self.launch_source, per_thread = choose_launch_source(lib, self.attribution == "extcorr")
+        self.launch_source, per_thread = choose_launch_source(lib, self.attribution == "extcorr",
+                                                              serialized=self.mode.pc_sampling)
         lib.register_buffer_callbacks(self.pool.request_callback, self.pool.complete_callback)
         lib.set_thread_id_type(THREAD_ID_TYPE_SYSTEM)
         self.collector.begin(self._hub, sink, self.clock_offset_ns, extcorr=self.attribution == "extcorr",
@@ -289,7 +290,8 @@ class CuptiBackend(Backend):
     def _enable_activity(self, lib: CuptiLib) -> None:
         """The activity kinds of the launch source (:func:`.nvidia.activity.enable_activity`); a separate
         method so that a diagnostic can switch on less (bench/overhead.py)."""
-        enable_activity(lib, self.attribution == "extcorr", self._enabled_kinds, self.launch_source)
+        enable_activity(lib, self.attribution == "extcorr", self._enabled_kinds, self.launch_source,
+                        serialized=self.mode.pc_sampling)
 
     # ------------------------------------------------------------------ stop
     def _teardown(self, deliver: bool) -> None:

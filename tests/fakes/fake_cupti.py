@@ -71,6 +71,8 @@ KERNEL_OFFSETS = {"kind": 0, "start": 16, "end": 24, "completed": 32, "deviceId"
                   "graphNodeId": 144, "graphId": 156}
 
 KIND_DRIVER, KIND_RUNTIME, KIND_KERNEL, KIND_EXTCORR = 4, 5, 10, 39
+#: CUPTI_ACTIVITY_KIND_KERNEL: the same record as KIND_KERNEL (concurrent), kernels serialized
+KIND_SERIAL_KERNEL = 3
 KNOWN_KINDS = {1, 2, 3, KIND_DRIVER, KIND_RUNTIME, KIND_KERNEL, KIND_EXTCORR}
 DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE, DOMAIN_NVTX = 1, 2, 3, 5
 CBID_GRAPHNODE_CREATED, CBID_GRAPHNODE_CLONED, CBID_GRAPH_CREATED, CBID_GRAPHEXEC_CREATED = 13, 20, 9, 18
@@ -466,11 +468,12 @@ class FakeCupti:
         copied into the backend's buffers a buffer-full at a time.
         """
         import numpy as np
-        assert KIND_KERNEL in self.kinds
+        kernel_kind = self._kernel_kind()
+        assert kernel_kind is not None
         tid = threading.get_native_id() if self.thread_id_type == 1 else threading.get_ident() & 0xFFFFFFFF
         with_api = self._api_enabled(KIND_DRIVER, CU_LAUNCH_KERNEL_EX)
         api = API_FORMAT.pack(KIND_DRIVER, CU_LAUNCH_KERNEL_EX, 0, 0, 4242, tid, 0, 0) if with_api else b""
-        kernel = KERNEL_FORMAT.pack(KIND_KERNEL, 0, 0, 16, 0, 0, 0, 0, 0, device, 1, stream, 1, 1, 1, 128, 1, 1,
+        kernel = KERNEL_FORMAT.pack(kernel_kind, 0, 0, 16, 0, 0, 0, 0, 0, device, 1, stream, 1, 1, 1, 128, 1, 1,
                                     0, 0, 0, 0, 0, 22, self._name_pointer(name), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         pair = np.frombuffer(api + kernel + bytes(self.record_size - len(kernel)), np.uint8)
         width, k_at = pair.size, len(api)
@@ -515,10 +518,15 @@ class FakeCupti:
             buf = self._names[name] = ctypes.create_string_buffer(name.encode())
         return ctypes.addressof(buf)
 
+    def _kernel_kind(self):
+        """The kind kernel records are written as: concurrent if on, else serialized if on, else None."""
+        return next((k for k in (KIND_KERNEL, KIND_SERIAL_KERNEL) if k in self.kinds), None)
+
     def _kernel(self, name, corr, start, dur_ns, stream, device, block, node_id=0, graph_id=0, queued=0):
-        if KIND_KERNEL not in self.kinds:
+        kind = self._kernel_kind()
+        if kind is None:
             return
-        prefix = KERNEL_FORMAT.pack(KIND_KERNEL, 0, 0, 16, 0, 0, start, start + dur_ns, start + dur_ns,
+        prefix = KERNEL_FORMAT.pack(kind, 0, 0, 16, 0, 0, start, start + dur_ns, start + dur_ns,
                                     device, 1, stream, 1, 1, 1, block[0], block[1], block[2], 0, 0, 0, 0,
                                     corr, 22, self._name_pointer(name), 0, queued, 0, 0, 0, 0, 0, 0, node_id, 0,
                                     graph_id)
@@ -548,7 +556,8 @@ class FakeCupti:
             self._write(EXTCORR_FORMAT.pack(KIND_EXTCORR, kind, ext_id, corr))
 
     def _size_of(self, kind):
-        return {KIND_KERNEL: self.record_size, KIND_DRIVER: 40, KIND_RUNTIME: 40, KIND_EXTCORR: 24}.get(kind)
+        return {KIND_KERNEL: self.record_size, KIND_SERIAL_KERNEL: self.record_size, KIND_DRIVER: 40, KIND_RUNTIME: 40,
+                KIND_EXTCORR: 24}.get(kind)
 
     def _owner(self):
         """Whose buffer the calling thread writes into."""

@@ -56,7 +56,7 @@ def choose_attribution(offset_ns: int, environ=None) -> tuple:
     return "timestamp", forced
 
 
-def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None) -> tuple:
+def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None, serialized: bool = False) -> tuple:
     """``(source, per_thread_buffers)``: :data:`LAUNCH_FROM_KERNEL` when CUPTI gives every
     launching thread buffers of its own and stamps kernel records with their ``queued`` time,
     else :data:`LAUNCH_FROM_API`; and whether the buffers are per thread.
@@ -64,29 +64,37 @@ def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None) -> tuple:
     Called before the buffer callbacks are registered (the per-thread attribute must be set
     then).  External-correlation attribution needs the API records (CUPTI writes an
     external-correlation record per API record only; none without the API kinds, measured
-    on the H200), and so does a CUPTI lacking either feature.  Per-thread buffers are asked
-    for in every case (CUDA 13's default): the buffer pool grows with the launching threads.
+    on the H200), and so does a CUPTI lacking either feature.  ``serialized`` kernel records
+    (``mode="pcsampling"``, :func:`enable_activity`) are joined through the API records too:
+    whether CUPTI stamps their ``queued`` time is not known, and that mode synchronizes every
+    launch anyway.  Per-thread buffers are asked for in every case (CUDA 13's default): the
+    buffer pool grows with the launching threads.
     """
     env = os.environ if environ is None else environ
     per_thread = lib.set_per_thread_buffers(True)
     forced = env.get(LAUNCH_SOURCE_ENV, "").strip().lower()
-    if extcorr or forced == LAUNCH_FROM_API or not per_thread:
+    if extcorr or serialized or forced == LAUNCH_FROM_API or not per_thread:
         return LAUNCH_FROM_API, per_thread
     return (LAUNCH_FROM_KERNEL if lib.enable_latency_timestamps(True) else LAUNCH_FROM_API), per_thread
 
 
-def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list, source: str = LAUNCH_FROM_API) -> None:
+def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list, source: str = LAUNCH_FROM_API,
+                    serialized: bool = False) -> None:
     """The kinds of ``source``: kernel records alone (:data:`LAUNCH_FROM_KERNEL`), or kernel and
     launch-API records with every other cbid denied (plus external correlation with ``extcorr``).
+    ``serialized``: ``KIND_KERNEL`` records (kernels run one at a time) instead of concurrent
+    ones, for ``mode="pcsampling"`` as Proton (continuous PC sampling is not compatible with
+    concurrent kernel tracing).
 
     Each kind is appended to ``enabled`` once it is on (the caller switches those off again,
     also when a later one fails).
     """
+    kernel_kind = L.KIND_KERNEL if serialized else L.KIND_CONCURRENT_KERNEL
     if source == LAUNCH_FROM_KERNEL:
-        lib.enable_kind(L.KIND_CONCURRENT_KERNEL)
-        enabled.append(L.KIND_CONCURRENT_KERNEL)
+        lib.enable_kind(kernel_kind)
+        enabled.append(kernel_kind)
         return
-    kinds = [L.KIND_CONCURRENT_KERNEL, L.KIND_DRIVER, L.KIND_RUNTIME]
+    kinds = [kernel_kind, L.KIND_DRIVER, L.KIND_RUNTIME]
     if extcorr:
         kinds.append(L.KIND_EXTERNAL_CORRELATION)
     for kind in kinds:
@@ -99,7 +107,7 @@ def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list, source: str = L
 def holds_kernel(buf: np.ndarray, valid: int) -> bool:
     """Whether any 8-byte aligned slot of the buffer starts with the kernel kind (a cheap pre-check)."""
     slots = buf[: valid - valid % L.RECORD_ALIGNMENT].view("<u4")[0::2]     # the first u32 of each 8-byte slot
-    return bool((slots == L.KIND_CONCURRENT_KERNEL).any())
+    return bool(np.isin(slots, L.KERNEL_KINDS).any())
 
 
 def measure_kernel_stride(lib: CuptiLib, address: int, valid: int) -> Optional[int]:
@@ -112,6 +120,6 @@ def measure_kernel_stride(lib: CuptiLib, address: int, valid: int) -> Optional[i
     for offset in lib.record_offsets(address, valid):
         if kernel_at is not None:
             return offset - kernel_at
-        if ctypes.c_uint32.from_address(address + offset).value == L.KIND_CONCURRENT_KERNEL:
+        if ctypes.c_uint32.from_address(address + offset).value in L.KERNEL_KINDS:
             kernel_at = offset
     return None if kernel_at is None else valid - kernel_at

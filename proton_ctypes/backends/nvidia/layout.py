@@ -17,9 +17,14 @@ import numpy as np
 # ------------------------------------------------------------------ activity kinds
 KIND_MEMCPY = 1
 KIND_MEMSET = 2
+KIND_KERNEL = 3
 KIND_DRIVER = 4
 KIND_RUNTIME = 5
 KIND_CONCURRENT_KERNEL = 10
+#: Kernel records of either kind have the same layout: ``KIND_KERNEL`` (kernels serialized) is
+#: what ``mode="pcsampling"`` enables, as Proton does (continuous PC sampling is not compatible
+#: with concurrent kernel tracing); the parser reports both as ``KIND_CONCURRENT_KERNEL``.
+KERNEL_KINDS = (KIND_KERNEL, KIND_CONCURRENT_KERNEL)
 KIND_EXTERNAL_CORRELATION = 39
 
 # ------------------------------------------------------------------ field tables: (name, numpy type, offset)
@@ -110,7 +115,8 @@ API_DTYPE = record_dtype(API_FIELDS, API_RECORD_SIZE)
 
 def record_sizes(kernel_stride: int) -> dict:
     """Map of activity kind -> record size for the kinds the backend enables."""
-    return {KIND_CONCURRENT_KERNEL: kernel_stride,
+    return {KIND_KERNEL: kernel_stride,
+            KIND_CONCURRENT_KERNEL: kernel_stride,
             KIND_DRIVER: API_RECORD_SIZE,
             KIND_RUNTIME: API_RECORD_SIZE,
             KIND_EXTERNAL_CORRELATION: EXTCORR_RECORD_SIZE}

@@ -20,7 +20,8 @@ its ``kind`` (u32).  Three strategies, cheapest first, each linear in the buffer
 
 Never scan "runs" with whole-buffer compares: that is quadratic on interleaved kinds.
 The output of :meth:`BufferParser.parse` is ``{kind: {field: column}}`` with copied columns,
-so the buffer can be recycled at once.
+so the buffer can be recycled at once; kernel records of either kernel kind
+(``layout.KERNEL_KINDS``) are reported together as ``KIND_CONCURRENT_KERNEL``.
 """
 from __future__ import annotations
 
@@ -111,7 +112,8 @@ class BufferParser:
             kinds = np.ndarray((n,), "<u4", buf, 0, (size,))
             if n == 1 or bool((kinds == first).all()):
                 self.stats["single"] += 1
-                return {first: self._strided(buf, first, n, size)}
+                kind = _reported(first)
+                return {kind: self._strided(buf, kind, n, size)}
         slots = self._chain(buf, valid)
         if slots is not None:
             self.stats["chain"] += 1
@@ -148,12 +150,13 @@ class BufferParser:
         if first.size == 0:
             return None
         k_slots = first[np.searchsorted(first, KERNEL_START_SLOT):] - KERNEL_START_SLOT
-        k_slots = k_slots[words[2 * k_slots] == L.KIND_CONCURRENT_KERNEL]
+        k_kinds = words[2 * k_slots]
+        is_kernel = (k_kinds == L.KIND_CONCURRENT_KERNEL) | (k_kinds == L.KIND_KERNEL)
         a_slots = first[np.searchsorted(first, API_START_SLOT):] - API_START_SLOT
         a_kinds = words[2 * a_slots]
         is_api = (a_kinds == L.KIND_DRIVER) | (a_kinds == L.KIND_RUNTIME)
-        slot_parts = [k_slots, a_slots[is_api]]
-        kind_parts = [np.full(k_slots.size, L.KIND_CONCURRENT_KERNEL, np.int64), a_kinds[is_api].astype(np.int64)]
+        slot_parts = [k_slots[is_kernel], a_slots[is_api]]
+        kind_parts = [k_kinds[is_kernel].astype(np.int64), a_kinds[is_api].astype(np.int64)]
         if self.expect_extcorr:
             e_slots = np.flatnonzero(words[0::2] == L.KIND_EXTERNAL_CORRELATION)
             slot_parts.append(e_slots)
@@ -207,11 +210,16 @@ class BufferParser:
         return out
 
 
+def _reported(kind: int) -> int:
+    """The kind a record is reported under (kernel records of either kind as one)."""
+    return L.KIND_CONCURRENT_KERNEL if kind == L.KIND_KERNEL else kind
+
+
 def _by_kind(slots: np.ndarray, kinds: np.ndarray) -> dict:
-    """Split record slots by kind (kinds we do not parse are left out)."""
+    """Split record slots by reported kind (kinds we do not parse are left out)."""
     out = {}
     for kind in PARSED_FIELDS:
-        sel = kinds == kind
+        sel = (kinds == kind) | (kinds == L.KIND_KERNEL) if kind == L.KIND_CONCURRENT_KERNEL else kinds == kind
         if sel.any():
             out[kind] = slots[sel]
     return out
