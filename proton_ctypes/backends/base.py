@@ -72,12 +72,18 @@ def tightest_offset(read_vendor: Callable[[], int], read_host: Callable[[], int]
     return best
 
 
+#: one kernel row with every optional field "absent" (-1) and the others 0
+_EMPTY_ROW = np.zeros(1, dtype=KERNEL_DTYPE)
+for _field in ("tid", "cap_tid", "cap_ns", "py_node"):
+    _EMPTY_ROW[_field] = -1
+
+
 def empty_batch(n: int = 0) -> np.ndarray:
-    """Return a kernel batch of ``n`` rows with every optional field set to "absent" (-1)."""
-    batch = np.zeros(n, dtype=KERNEL_DTYPE)
-    for field in ("tid", "cap_tid", "cap_ns", "py_node"):
-        batch[field] = -1
-    return batch
+    """Return a kernel batch of ``n`` rows with every optional field set to "absent" (-1).
+
+    Copies of one template row (one pass): zeros and a strided fill per field took several
+    times longer on batches of 10^5 rows."""
+    return np.repeat(_EMPTY_ROW, n)
 
 
 #: how a backend's kernel rows name their context (:attr:`Backend.attribution`): by launch time,

@@ -89,7 +89,7 @@ def add_to_traces(phases: Dict[int, PhaseData], rows: np.ndarray, knodes: np.nda
         if pd is None:
             continue
         m = phase == p
-        sub = rows[m]
+        sub = np.compress(m, rows)
         pd.trace.kernels.append(KernelRecords(sub["start_ns"].copy(), sub["end_ns"].copy(), sub["stream"].copy(),
                                               sub["device"].copy(), knodes[m].copy(), sub["launch_ns"].copy(),
                                               lanes[m]))
