@@ -37,7 +37,7 @@ from ..tree.codes import node_of
 
 #: ``1`` turns metrics captured with CUDA graphs on (the engine connects :func:`capture_edge`
 #: and :func:`replayed` to the backend); off by default until proven on a GPU, and then metrics
-#: given during a capture are added once, at capture, as before
+#: given during a capture go where they went before (docs/graph-metrics.md, "Switch")
 ENABLE_ENV = "PROTON_CTYPES_GRAPH_METRICS"
 #: banks a book holds between two read-backs (``PROTON_CTYPES_GRAPH_METRIC_BANKS``); replays
 #: beyond them join the last bank and are counted in :data:`stats` ``["merged_replays"]``
