@@ -142,4 +142,3 @@ def ingest(session: Session, views_by_tid: dict, batch: np.ndarray) -> None:
         tkernels.add_to_traces(session.phases, rows, knodes, phase, _trace_lanes(session, rows))
     else:
         tkernels.add_to_trees(session.phases, rows, knodes, phase)
-
