@@ -171,7 +171,7 @@ def test_a_profile_that_cannot_be_written_is_one_line_with_exit_1(tmp_path):
     (tmp_path / "out.hatchet").mkdir()  # a folder where the file should go: no write can succeed
     r = run_cli(tmp_path, ["-b", "host", "-n", "out", "script.py"], script=SCRIPT + MARK)
     assert r.returncode == 1 and "the script ran" in r.stdout
-    assert lines(r.stderr) == [f"proton: error: [Errno 21] Is a directory: 'out.hatchet': the profile 'out' was not written and "
+    assert lines(r.stderr) == ["proton: error: [Errno 21] Is a directory: 'out.hatchet': the profile 'out' was not written and "
                                "session 0 is still alive; fix the cause and call finalize again"]
     assert sorted(os.listdir(tmp_path)) == ["out.hatchet", "script.py"]  # no temporary file left
 

@@ -11,7 +11,6 @@ import time
 import pytest
 
 import proton_ctypes as proton
-from conftest import child_names, read_tree
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
