@@ -150,3 +150,47 @@ def test_ring_take_copies_only_the_slots_written_since_the_last_take(monkeypatch
     write(3)
     assert ring.take().tolist() == [33, 34, 35]
     assert ring.take().tolist() == []
+
+
+def test_an_eager_metric_does_not_keep_its_tensor_alive_until_the_flush(monkeypatch):
+    """A training loop gives a device tensor every step and flushes once at the end: the
+    tensors of the steps already launched must be free to go (libproton keeps only pointers)."""
+    import gc
+    import weakref
+
+    import proton_ctypes as proton
+    from proton_ctypes.metric import TensorMetric
+
+    class DeviceTensor:
+        class device:
+            type, index = "cuda", 0
+
+        def data_ptr(self):
+            return 0x1000
+
+        def numel(self):
+            return 1
+
+    monkeypatch.setattr(tm, "_launch", lambda ring, seq, metric, is_float, stream: None)
+    monkeypatch.setattr(tm, "_ring_for", lambda device: None)
+    monkeypatch.setattr(tm, "_raw_stream", lambda device: None)
+    monkeypatch.setattr(tm, "_capturing", lambda stream: False)
+    from proton_ctypes.core.threads import thread_ctx
+    proton.start("alive", backend="host")
+    try:
+        refs = []
+        for _ in range(3):
+            value = DeviceTensor()
+            refs.append(weakref.ref(value))
+            sid = proton.enter_scope("step")
+            ctx = thread_ctx()
+            targets = [(v, v.top) for v in ctx.views]
+            tm.add_tensor_metrics(ctx, sid, targets, {"loss": TensorMetric(value, 1)})
+            proton.exit_scope()
+            del value
+        gc.collect()
+        assert [r() for r in refs] == [None, None, None]
+        assert len([s for s, info in tm.registry.items() if info[2] and info[2][0][3] == "loss"]) >= 3
+    finally:
+        tm.registry.clear()      # nothing was launched: no record will ever name these
+        proton.finalize()

@@ -30,7 +30,11 @@ from .optional import require
 from ..tree import metrics as tmetrics
 
 _seq = itertools.count(1)
-#: seq id -> (is_float, numel, [(session id, phase, node, raw key)], tensor kept alive, persistent)
+#: seq id -> (is_float, numel, [(session id, phase, node, raw key)], tensor kept alive, persistent).
+#: Only a metric captured with a CUDA graph keeps its tensor (every replay reads it); an eager
+#: one holds none, as libproton holds only the pointer: its kernel is queued on the current
+#: stream before the tensor can be freed, and the caching allocator reuses memory in stream
+#: order, so thousands of steps between flushes do not keep thousands of tensors alive
 registry: dict = {}
 _rings: dict = {}
 _lock = threading.Lock()
@@ -260,7 +264,8 @@ def add_tensor_metrics(ctx, sid, targets, tensor: dict) -> None:
             dests = [(s.id, s.phase, node, key)]
         else:
             dests = [(s.id, s.phase, node, key) for s, node in pairs]
-        registry[seq] = (is_float, tm.numel, dests, tm, _capturing(stream))
+        persist = _capturing(stream)
+        registry[seq] = (is_float, tm.numel, dests, tm if persist else None, persist)
         _launch(_ring_for(device), seq, tm, is_float, stream)
 
 
