@@ -140,9 +140,6 @@ def resync(ctx: ThreadCtx) -> None:
         views = []
         for members, (ids, top) in groups.values():
             v = View(ctx, tuple(members), list(ids), top, now)
-            if v.ids:
-                # the open scopes exist in the new view (phase) too
-                v.created[v.top] = now   # the state child exists only once something happens in it
             v.note(_code(v, ctx.state))
             views.append(v)
             G.views_by_tid.setdefault(ctx.tid, []).append(v)

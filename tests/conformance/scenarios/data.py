@@ -25,6 +25,24 @@ def phases(proton, out, rec):
     proton.finalize()
 
 
+def phases_scope_open_across_an_advance(proton, out, rec):
+    """A scope still open when the phase advances is in the new phase only once something
+    happens in it (a child scope, a state).  (Metrics given at its exit raise an IndexError
+    from libproton: not compared.)"""
+    s = proton.start(out("po"))
+    with proton.scope("idle"):
+        proton.data.advance_phase(s)
+    with proton.scope("child"):
+        proton.data.advance_phase(s)
+        with proton.scope("inner"):
+            pass
+    with proton.scope("state"):
+        proton.data.advance_phase(s)
+        with proton.state("st"):
+            pass
+    proton.finalize()
+
+
 def phases_clear(proton, out, rec):
     s = proton.start(out("pc"))
     with proton.scope("a"):
