@@ -8,7 +8,6 @@ from Python, see :func:`mock`); their expected values are those real Proton 3.9 
 import json
 import os
 import sys
-import threading
 import warnings
 
 import pytest
@@ -20,7 +19,6 @@ import proton_ctypes as proton  # noqa: E402
 from proton_ctypes.backends import select  # noqa: E402
 from proton_ctypes.backends.mock import MockBackend  # noqa: E402
 from proton_ctypes.core import manager, threads  # noqa: E402
-from proton_ctypes.core import scopes as _scopes  # noqa: E402
 from proton_ctypes.flags import flags  # noqa: E402
 
 select.register("mock", MockBackend)
@@ -37,7 +35,7 @@ def reset_profiler():
     threads.thread_ctx().state = None  # the state slot is per thread and outlives a failed finalize
     # so does the enter_scope stack: a test that raised between enter_scope and exit_scope
     # must not hand its entries to the next test
-    getattr(_scopes, "thread_local_scopes", threading.local()).__dict__.pop("scopes", None)
+    threads.thread_ctx().entered.clear()
     flags.profiling_on = False
     flags.command_line = False
     proton.hooks.HookManager.unregister()

@@ -163,6 +163,12 @@ def exit(sid) -> None:  # noqa: A001 -- the scope's exit
         ctx = tls.ctx
     except AttributeError:
         ctx = thread_ctx()
+    close(ctx, sid)
+
+
+def close(ctx, sid) -> None:
+    """Exit scope ``sid`` on the thread of ``ctx``, the calling thread's context (for a caller
+    that holds it already: a thread-local read costs about as much as :func:`pop`)."""
     v = ctx.view
     if v is not None and pop(ctx, v, sid):
         return

@@ -12,7 +12,6 @@ need to attribute kernels -- a ``(time_ns(), node)`` log entry, and -- only for
 """
 from __future__ import annotations
 
-import threading
 import time
 from functools import wraps
 from typing import Any, Optional
@@ -34,6 +33,7 @@ _ids = scope_events.ids
 _time_ns = time.time_ns
 _enter = scope_events.enter
 _exit = scope_events.exit
+_close = scope_events.close
 _push = scope_events.push
 _abandon = scope_events.abandon
 _add_scope_metrics = scope_events.add_scope_metrics
@@ -41,8 +41,6 @@ _trace_plain = trace_scopes.add_plain
 # bound by assignment, not import: CPython 3.11 compiles ``name.get(...)`` on an imported
 # name as an attribute load (no LOAD_METHOD), which costs a bound-method object per call
 _scalar_keys = _tmetrics.scalar_keys
-
-thread_local_scopes = threading.local()
 
 
 class scope:
@@ -282,10 +280,6 @@ def enter_scope(name: str, *, metrics: Optional[dict[str, Any]] = None) -> Optio
     if not _flags.profiling_on:
         return None
     try:
-        stack = thread_local_scopes.scopes
-    except AttributeError:
-        stack = thread_local_scopes.scopes = []
-    try:
         ctx = tls.ctx
     except AttributeError:
         ctx = thread_ctx()
@@ -293,10 +287,10 @@ def enter_scope(name: str, *, metrics: Optional[dict[str, Any]] = None) -> Optio
     if v is None or metrics:
         e = _Entered(name)
         sid = _enter(e, metrics)
-        stack.append((sid, name, None, e._targets))
+        ctx.entered.append((sid, name, None, e._targets))
         return sid
     sid = next(_ids)
-    stack.append((sid, name, v, _push(ctx, v, sid, name)))
+    ctx.entered.append((sid, name, v, _push(ctx, v, sid, name)))
     return sid
 
 
@@ -310,17 +304,18 @@ def exit_scope(name: Optional[str] = None, *, metrics: Optional[dict[str, Any]] 
     if not _flags.profiling_on:
         return None
     try:
-        stack = thread_local_scopes.scopes
+        ctx = tls.ctx
     except AttributeError:
-        stack = thread_local_scopes.scopes = []
-    sid, popped, v, node = stack.pop()
+        ctx = thread_ctx()
+    sid, popped, v, node = ctx.entered.pop()
     if name and name != popped:
-        _exit(sid)
+        _close(ctx, sid)
         raise ValueError(f"Scope name mismatch: {name} != {popped}")
-    try:
-        if metrics:
-            targets = ((v, node),) if v is not None else node
-            _add_scope_metrics(thread_ctx(), sid, targets, metrics)
-    finally:  # refused metrics still close the scope (Proton leaves it open)
-        _exit(sid)
+    if metrics:
+        try:
+            _add_scope_metrics(ctx, sid, ((v, node),) if v is not None else node, metrics)
+        finally:  # refused metrics still close the scope (Proton leaves it open)
+            _close(ctx, sid)
+        return sid
+    _close(ctx, sid)
     return sid

@@ -26,7 +26,7 @@ class ThreadCtx:
     """Everything the profiler keeps for one thread."""
 
     __slots__ = ("tid", "ident", "epoch", "view", "views", "state", "frozen", "trace", "launch", "op_id",
-                 "op_name", "__weakref__")
+                 "op_name", "entered", "__weakref__")
 
     def __init__(self):
         self.tid = threading.get_native_id()
@@ -48,6 +48,10 @@ class ThreadCtx:
         #: scope id and name of the launch hook's latest op on this thread
         self.op_id = None
         self.op_name = None
+        #: the scopes ``enter_scope`` opened and ``exit_scope`` has not closed yet, innermost last:
+        #: ``(scope id, name, view or None, metric targets)`` (kept here, not in a thread-local of
+        #: its own: one thread-local read per call instead of two)
+        self.entered = []
 
 
 class _ThreadEnd:
