@@ -5,6 +5,7 @@ type expected and what was given (Proton's reads like its C++ bindings:
 import pytest
 
 import proton_ctypes as proton
+from conftest import read_tree, written
 
 
 @pytest.fixture
@@ -96,3 +97,38 @@ def test_a_non_str_name_is_refused_even_with_no_session_to_record_it(tmp_path, m
     with pytest.raises(TypeError) as e:
         enter()
     assert str(e.value) == f"a {what} name must be a str, not int ({3 if what == 'scope' else 5})"
+
+
+@pytest.mark.parametrize("backend", ["host", "mock"])
+@pytest.mark.parametrize("name, shown", [([1], "list ([1])"), (5, "int (5)")])
+def test_a_non_str_name_on_the_fast_path_raises_the_general_paths_error_and_changes_nothing(
+        tmp_path, monkeypatch, mock, backend, name, shown):
+    # after a first scope and state the thread's fast-path view exists; an unhashable name fails
+    # its cache lookup before any check, and must still get Proton's TypeError and leave the
+    # state slot and the scope log as they were (a kernel after it lands where it belongs)
+    monkeypatch.chdir(tmp_path)
+    proton.start("fast", backend=backend)
+    with proton.scope("warm"), proton.state("s"):
+        pass
+    with proton.scope("outer"):
+        for api, what in ((proton.scope, "scope"), (proton.state, "state")):
+            with pytest.raises(TypeError) as e:
+                with api(name):
+                    pass
+            assert str(e.value) == f"a {what} name must be a str, not {shown}"
+        with pytest.raises(TypeError) as e:
+            proton.enter_scope(name)
+        assert str(e.value) == f"a scope name must be a str, not {shown}"
+        with pytest.raises(TypeError) as e:
+            proton.state(name)(lambda: None)()
+        assert str(e.value) == f"a state name must be a str, not {shown}"
+        if backend == "mock":
+            mock.launch("k")
+    proton.finalize()
+    tree = written("fast") if backend == "host" else None
+    if backend == "host":
+        assert list(tree) == ["warm", "outer"]
+    else:
+        root, _ = read_tree("fast.hatchet")
+        outer = next(c for c in root["children"] if c["frame"]["name"] == "outer")
+        assert [c["frame"]["name"] for c in outer["children"]] == ["k"]
