@@ -16,7 +16,8 @@ one (``/proc/self/task/*/stat``: the profiler's collector and flush threads).
 Per implementation: ``us_per_op`` (profiled wall / launches), ``overhead_us`` (minus the bare
 figure), ``ratio_to_proton``, ``finalize_s``, ``kernels`` counted in the written file against
 ``expected_kernels``, ``rss_growth_mb_per_million`` (the slope of resident memory after the first
-``--warm-launches``, a least-squares fit of the samples) and ``flush_cpu_us_per_kernel``; for
+``--warm-launches``, read off the floor of the samples, see :func:`slope_per_million`) and
+``flush_cpu_us_per_kernel``; for
 proton_ctypes also the scope-log entries its views hold at the end of the loop.
 
 ``--backend mock`` runs proton_ctypes with its mock GPU backend on a CPU (a smoke run of this
@@ -47,6 +48,8 @@ LAYERS = 10
 #: --backend mock: seconds between the collector thread's timed flushes (CUPTI's periodic flush)
 MOCK_FLUSH_INTERVAL_S = 0.1
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20
+#: samples after the warm-up from which the RSS growth is read off its floor (:func:`slope_per_million`)
+MIN_FLOOR_SAMPLES = 8
 
 
 def rss_mb() -> float:
@@ -56,9 +59,18 @@ def rss_mb() -> float:
 
 
 def slope_per_million(samples: list, warm: int) -> float:
-    """MB per million launches of the ``(launches, rss_mb)`` samples taken at or after ``warm``
-    (least squares); None with fewer than two."""
+    """MB per million launches of the ``(launches, rss_mb)`` samples taken at or after ``warm``:
+    from the lowest sample of the first half to the lowest of the second half (the floor of the
+    memory, whatever its ups and downs), or the least-squares slope of all of them when there
+    are fewer than :data:`MIN_FLOOR_SAMPLES`; None with fewer than two.  Memory between two trims
+    of the scope logs rises and falls (a sawtooth of tens of MB): a fit through every sample
+    reads where the run stopped in it as growth."""
     pts = [(n, mb) for n, mb in samples if n >= warm]
+    if len(pts) >= MIN_FLOOR_SAMPLES:
+        half = len(pts) // 2
+        (n1, mb1), (n2, mb2) = (min(part, key=lambda p: (p[1], p[0])) for part in (pts[:half], pts[half:]))
+        if n2 > n1:
+            return (mb2 - mb1) / (n2 - n1) * 1e6
     if len(pts) < 2:
         return None
     mx = statistics.fmean(n for n, _ in pts)
@@ -226,7 +238,7 @@ def main() -> None:
     ap.add_argument("--launches", type=int, default=3_000_000)
     ap.add_argument("--bare-launches", type=int, default=None,
                     help="launches of the bare loop (default: the profiled count, at most 1 000 000)")
-    ap.add_argument("--sample-every", type=int, default=250_000, help="launches between two RSS samples")
+    ap.add_argument("--sample-every", type=int, default=100_000, help="launches between two RSS samples")
     ap.add_argument("--warm-launches", type=int, default=None,
                     help="RSS growth is fitted after this many launches (default: 1 000 000, "
                          "a third of the run when shorter)")
