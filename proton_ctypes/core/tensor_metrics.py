@@ -314,16 +314,14 @@ def synchronize() -> None:
 
 
 def drain(session=None) -> None:
-    """Read every ring and every graph book back and add the records to their sessions."""
-    graph_metrics.drain(synchronize)
+    """Read every ring and every graph book back (after one device sync) and add the records to
+    their sessions."""
     if not _rings:
+        graph_metrics.drain(synchronize)   # syncs only when a book has device regions to read
         return
+    synchronize()
+    graph_metrics.drain()
     with _lock:
-        try:
-            import torch  # lazy: torch is optional
-            torch.cuda.synchronize()
-        except Exception:
-            pass
         records = []
         for ring in _rings.values():
             records.extend(_decode(ring.take()))
