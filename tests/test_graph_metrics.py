@@ -116,6 +116,14 @@ class Device:
             self.mock.launch(name, cap=(tid, ns))
 
 
+def metric_scope(name, metrics):
+    """A capture body: scope ``name`` with ``metrics`` opened and closed."""
+    def body():
+        with proton.scope(name, metrics):
+            pass
+    return body
+
+
 @pytest.fixture
 def dev(mock, monkeypatch):
     monkeypatch.setenv(graph_metrics.ENABLE_ENV, "1")
@@ -176,7 +184,7 @@ def test_replays_in_different_scopes_keep_their_own_values(dev, tmp_path):
 def test_vector_and_integer_metrics_sum_elementwise(dev, tmp_path):
     proton.start(str(tmp_path / "t"), backend="mock")
     vec = DeviceTensor([0, 1, 2, 3])
-    graph = dev.capture(lambda: proton.scope("d", {"vec": vec}).__enter__().__exit__(None, None, None))
+    graph = dev.capture(metric_scope("d", {"vec": vec}))
     for _ in range(10):
         dev.replay(graph)
     proton.finalize()
@@ -187,10 +195,8 @@ def test_vector_and_integer_metrics_sum_elementwise(dev, tmp_path):
 def test_a_replay_while_the_session_is_deactivated_adds_nothing(dev, tmp_path):
     s = proton.start(str(tmp_path / "t"), backend="mock")
     x = DeviceTensor(4.0)
-    inactive = dev.capture(lambda: proton.scope("inactive_owner", {"sum_metric": x}).__enter__()
-                           .__exit__(None, None, None))
-    profiled = dev.capture(lambda: proton.scope("profiled_owner", {"sum_metric": x}).__enter__()
-                           .__exit__(None, None, None))
+    inactive = dev.capture(metric_scope("inactive_owner", {"sum_metric": x}))
+    profiled = dev.capture(metric_scope("profiled_owner", {"sum_metric": x}))
     proton.deactivate(s)
     dev.replay(inactive)
     proton.activate(s)
@@ -209,7 +215,7 @@ def test_only_sessions_active_at_capture_receive_the_values(dev, tmp_path):
     s1 = proton.start(str(tmp_path / "b"), backend="mock")
     x = DeviceTensor(2.0)
     proton.deactivate(s1)
-    g0 = dev.capture(lambda: proton.scope("foo_with_metric", {"m": x}).__enter__().__exit__(None, None, None))
+    g0 = dev.capture(metric_scope("foo_with_metric", {"m": x}))
     with proton.scope("session0_replay"):
         dev.replay(g0)
     proton.activate(s1)
@@ -249,7 +255,7 @@ def test_replayed_metric_kernels_are_named_metric_below_the_metadata_state(dev, 
 def test_periodic_flushing_writes_each_phase_with_its_own_replays(dev, tmp_path):
     s = proton.start(str(tmp_path / "t"), backend="mock", mode="periodic_flushing:format=hatchet")
     x = DeviceTensor(4.0)
-    graph = dev.capture(lambda: proton.scope("scope_a", {"flops": x}).__enter__().__exit__(None, None, None))
+    graph = dev.capture(metric_scope("scope_a", {"flops": x}))
     with proton.scope("test0"):
         for i in range(50):
             if i and i % 10 == 0:
@@ -266,7 +272,7 @@ def test_periodic_flushing_writes_each_phase_with_its_own_replays(dev, tmp_path)
 def test_memory_grows_with_the_distinct_contexts_not_with_the_replays(dev, tmp_path):
     proton.start(str(tmp_path / "t"), backend="mock")
     x = DeviceTensor(1)
-    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    graph = dev.capture(metric_scope("s", {"n": x}))
     (book,) = graph_metrics.books.values()
     region = book.slots[0].region
     size = region.size
@@ -285,7 +291,7 @@ def test_contexts_beyond_the_banks_merge_into_the_last_bank(dev, tmp_path, monke
     monkeypatch.setenv("PROTON_CTYPES_GRAPH_METRIC_BANKS", "2")
     proton.start(str(tmp_path / "t"), backend="mock")
     x = DeviceTensor(1)
-    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    graph = dev.capture(metric_scope("s", {"n": x}))
     before = graph_metrics.stats["merged_replays"]
     for name in ("r0", "r1", "r2"):
         with proton.scope(name):
@@ -300,7 +306,7 @@ def test_contexts_beyond_the_banks_merge_into_the_last_bank(dev, tmp_path, monke
 def test_a_flush_adds_only_what_replays_added_since_the_previous_one(dev, tmp_path):
     s = proton.start(str(tmp_path / "t"), backend="mock")
     x = DeviceTensor(3)
-    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    graph = dev.capture(metric_scope("s", {"n": x}))
     (book,) = graph_metrics.books.values()
     with proton.scope("a"):
         dev.replay(graph)
@@ -394,7 +400,7 @@ def test_the_captured_kernel_counts_its_runs_and_adds_each_into_the_bank_of_its_
 def test_replays_nobody_reported_go_to_the_dump_bank_not_to_a_later_context(dev, tmp_path):
     proton.start(str(tmp_path / "t"), backend="mock")
     x = DeviceTensor(5)
-    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    graph = dev.capture(metric_scope("s", {"n": x}))
     dev.mock.graph_hooks, hooks = None, dev.mock.graph_hooks     # replays the engine does not see
     for _ in range(3):
         dev.replay(graph)
@@ -410,7 +416,7 @@ def test_replays_nobody_reported_go_to_the_dump_bank_not_to_a_later_context(dev,
 def test_a_replay_from_a_thread_that_never_profiled_follows_the_starting_thread(dev, tmp_path):
     proton.start(str(tmp_path / "t"), backend="mock")
     x = DeviceTensor(2)
-    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    graph = dev.capture(metric_scope("s", {"n": x}))
     with proton.scope("outer"):
         worker = threading.Thread(target=dev.replay, args=(graph,))
         worker.start()
@@ -425,7 +431,7 @@ def test_a_replay_from_a_thread_that_never_profiled_follows_the_starting_thread(
 def test_a_replay_still_queued_at_a_flush_is_added_at_the_next_to_its_own_context(dev, tmp_path):
     proton.start(str(tmp_path / "t"), backend="mock")
     x = DeviceTensor(3)
-    graph = dev.capture(lambda: proton.scope("s", {"n": x}).__enter__().__exit__(None, None, None))
+    graph = dev.capture(metric_scope("s", {"n": x}))
     with proton.scope("a"):
         dev.replay(graph)
     with proton.scope("b"):
@@ -444,7 +450,7 @@ def test_a_replay_still_queued_at_a_flush_is_added_at_the_next_to_its_own_contex
 
 def test_a_host_property_given_during_capture_is_set_not_summed(dev, tmp_path):
     proton.start(str(tmp_path / "t"), backend="mock")
-    graph = dev.capture(lambda: proton.scope("s", {"bytes": 8, "tag(pty)": 3}).__enter__().__exit__(None, None, None))
+    graph = dev.capture(metric_scope("s", {"bytes": 8, "tag(pty)": 3}))
     for _ in range(4):
         dev.replay(graph)
     proton.finalize()
