@@ -30,7 +30,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .registry import G
-from .threads import tls
+from .threads import stack_of, tls
 from ..tree import callpath
 from ..tree import metrics as tmetrics
 from ..tree.codes import node_of
@@ -193,8 +193,8 @@ def _targets_now(ctx) -> dict:
     for s in list(G.sessions.values()):
         if s.active and s.id not in out and s.context != "python":
             starter = G.threads.get(s.starter_tid)
-            top = next((v.top for v in starter.views if s in v.sessions), callpath.ROOT) if starter else callpath.ROOT
-            out[s.id] = (top, s.phase)
+            stack = stack_of(starter, s) if starter is not None else None
+            out[s.id] = (callpath.ROOT if stack is None else stack[1], s.phase)
     return out
 
 
