@@ -43,10 +43,11 @@ import numpy as np
 
 from . import layout as L
 from .graph_hooks import CAPTURE_CBIDS, GraphHooks
+from .nvtx import NvtxHooks
 from ..threadstate import keep_thread_state
 from .lib import (CALLBACK_FUNC, CB_DOMAIN_DRIVER_API, CB_DOMAIN_NVTX, CB_DOMAIN_RESOURCE, CB_DOMAIN_RUNTIME_API,
                   CB_SITE_ENTER, DRIVER_GRAPH_LAUNCH_CBIDS, DRIVER_LAUNCH_CBIDS,
-                  ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, GRAPH_LAUNCH_CBIDS, NVTX_RANGE_POP, NVTX_RANGE_PUSH_A,
+                  ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, GRAPH_LAUNCH_CBIDS,
                   RESOURCE_GRAPHEXEC_CREATED, RESOURCE_GRAPHNODE_CLONED, RESOURCE_GRAPHNODE_CREATED,
                   RUNTIME_GRAPH_LAUNCH_CBIDS, CuptiError, CuptiLib)
 
@@ -89,7 +90,7 @@ class _SiteAndCorrelation(ctypes.Structure):
                 ("correlation_id", ctypes.c_uint32)]
 
 
-class CallbackHub(GraphHooks):
+class CallbackHub(GraphHooks, NvtxHooks):
     """Owns the subscriber handle, the graph-node maps and the python-context entries."""
 
     def __init__(self, lib: CuptiLib):
@@ -177,18 +178,6 @@ class CallbackHub(GraphHooks):
         for cbid in DRIVER_LAUNCH_CBIDS.values():
             self._enable(CB_DOMAIN_DRIVER_API, cbid)
 
-    def enable_nvtx_callbacks(self, scopes) -> None:
-        """NVTX ranges become scopes through ``scopes = (enter(name), exit())``; raises
-        :class:`CuptiError` when CUPTI refuses the NVTX callbacks (nothing is then switched on)."""
-        self.nvtx_scopes = scopes
-        try:
-            self.lib.enable_nvtx_callbacks(self.subscriber)
-        except CuptiError:
-            self.nvtx_scopes = None
-            self.lib.disable_nvtx_callbacks(self.subscriber)
-            raise
-        self._enabled.extend((CB_DOMAIN_NVTX, cbid) for cbid in (NVTX_RANGE_PUSH_A, NVTX_RANGE_POP))
-
     def unsubscribe(self) -> None:
         """Switch every callback off and drop the subscription (errors ignored: used in teardown)."""
         if not self.subscribed:
@@ -270,24 +259,6 @@ class CallbackHub(GraphHooks):
             elif domain == nvtx:
                 on_nvtx(cbid, data)
         return callback
-
-    # ------------------------------------------------------------------ NVTX ranges
-    def _on_nvtx(self, cbid, data) -> None:
-        """nvtxRangePushA: enter a scope named by its message; nvtxRangePop: exit the innermost
-        NVTX-opened scope of this thread (``CUpti_NvtxData`` at ``data``)."""
-        scopes = self.nvtx_scopes
-        if scopes is None:
-            return
-        try:
-            if cbid == NVTX_RANGE_PUSH_A:
-                params = ctypes.c_void_p.from_address(data + L.NVTXDATA_PARAMS_OFFSET).value if data else None
-                raw = ctypes.c_char_p.from_address(params + L.NVTX_PUSH_A_MESSAGE_OFFSET).value if params else None
-                scopes[0](raw.decode("utf-8", "replace") if raw else "")
-            elif cbid == NVTX_RANGE_POP:
-                if not scopes[1]():
-                    self.nvtx_unmatched += 1
-        except Exception:
-            self.nvtx_errors += 1
 
     # ------------------------------------------------------------------ missing-graph check
     def check_graph_execs(self, exec_ids: np.ndarray) -> None:
