@@ -5,6 +5,7 @@ A thread's stack in a session starts, at its first scope, as a copy of the curre
 the thread that started the session.  Expected values are those real Proton 3.9 gives
 (``conformance/scenarios/context.py``).
 """
+import asyncio
 import gc
 import sys
 import threading
@@ -235,3 +236,81 @@ def test_python_context_keeps_no_frame_alive_after_it_returned():
     gc.collect()
     assert freed[0]() is None
     proton.finalize()
+
+
+def test_python_context_files_a_generator_under_the_caller_that_resumed_it():
+    """A generator's frame changes parent each time it is resumed: its records go under the
+    caller of that resumption, as Proton walks the stack anew at every record."""
+    proton.start("py4", backend="host", context="python")
+
+    def steps():
+        while True:
+            with proton.scope("x", {"m": 1}):
+                pass
+            yield
+
+    gen = steps()
+
+    def first():
+        next(gen)
+
+    def second():
+        next(gen)
+    for caller in (first, second, second):
+        caller()
+    proton.finalize()
+    root, _ = read_tree("py4.hatchet")
+    names, _ = _chain(root)
+    here = "@test_python_context_files_a_generator_under_the_caller_that_resumed_it"
+    me = find(root, *names[:names.index(next(n for n in names if n.endswith(here))) + 1])
+    callers = {c["frame"]["name"].rsplit("@", 1)[1]: c for c in me["children"]}
+    assert set(callers) == {"first", "second"}
+    for name, want in (("first", 1), ("second", 2)):
+        (gen_node,) = callers[name]["children"]
+        assert gen_node["frame"]["name"].endswith("@steps")
+        assert _metrics_below(gen_node) == {"m": want}
+
+
+def test_python_context_files_a_coroutine_under_its_current_awaiter():
+    proton.start("py5", backend="host", context="python")
+
+    async def leaf():
+        with proton.scope("x", {"m": 1}):
+            pass
+
+    async def a():
+        await leaf()
+
+    async def b():
+        await leaf()
+
+    async def main():
+        for _ in range(2):
+            await a()
+            await b()
+    asyncio.run(main())
+    proton.finalize()
+    root, _ = read_tree("py5.hatchet")
+    # one node per line of main that awaits (a, then b), each holding one awaiter
+    mains = [n for n in _walk(root) if n["frame"]["name"].startswith(__file__ + ":")
+             and n["frame"]["name"].endswith("@main")]
+    awaiters = [c for m in mains for c in m["children"]]
+    assert sorted(c["frame"]["name"].rsplit("@", 1)[1] for c in awaiters) == ["a", "b"]
+    for c in awaiters:
+        (leaf_node,) = c["children"]
+        assert leaf_node["frame"]["name"].endswith("@leaf") and _metrics_below(leaf_node) == {"m": 2}
+
+
+def _walk(node):
+    yield node
+    for c in node["children"]:
+        yield from _walk(c)
+
+
+def _metrics_below(node):
+    """The metrics of ``node``'s subtree, summed (the scope's own frame is the last one)."""
+    out = {}
+    for n in _walk(node):
+        for k, v in n["metrics"].items():
+            out[k] = out.get(k, 0) + v
+    return out

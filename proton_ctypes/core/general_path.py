@@ -5,6 +5,7 @@ trace or python-context session, no metrics); everything else lands here.
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import sys
@@ -25,6 +26,10 @@ next_id = itertools.count(1).__next__
 #: python-context path
 _BACKENDS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "backends", "")
 
+
+#: code flags of generators and coroutines (inspect.CO_*): their frame changes parent each time
+#: it is resumed, so a walk never stops at one; an ordinary frame's parent is fixed for its life
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 _py = threading.local()
 #: (parent node, code object, instruction offset) -> child node, so a known frame costs one lookup
@@ -63,37 +68,42 @@ def python_node(skip: int = 1) -> int:
     walk = _py.__dict__.get("walk")
     if walk is None:
         walk = _py.walk = ([], {})
-    walked, at_index = walk
+    # walked: the frames of the last walk, outermost first; at: frame -> (its index there,
+    # its instruction offset then, its node).  Frames hash by identity, and walked keeps each
+    # alive while it is a key, so a frame seen here is the very frame walked before.
+    walked, at = walk
+    seen = at.get
     chain = []
     node = callpath.ROOT
     keep = 0
     while f is not None:
-        i = at_index.get(id(f))
-        if i is not None:
-            e = walked[i]
-            if e[0] is f and e[1] == f.f_lasti:
-                node, keep = e[2], i + 1
-                break
+        e = seen(f)
+        if e is not None and e[1] == f.f_lasti and not f.f_code.co_flags & _RESUMABLE:
+            keep, node = e[0] + 1, e[2]
+            break
         chain.append(f)
         f = f.f_back
     # frames walked last time below the one still in place have returned (or moved on):
     # forget them, so that no returned frame (and its locals) is kept alive
     if keep < len(walked):
-        for e in walked[keep:]:
-            at_index.pop(id(e[0]), None)
+        forget = at.pop
+        for fr in walked[keep:]:
+            forget(fr, None)   # None: a generator frame resumed elsewhere may stand twice
         del walked[keep:]
     steps = _frame_steps
+    n = keep
     for fr in reversed(chain):
         # keyed by the instruction offset, which costs nothing to read; the line number (a
         # walk of the code's line table) is computed only the first time an offset is seen
-        code, at = fr.f_code, fr.f_lasti
-        key = (node, code, at)
+        code, i = fr.f_code, fr.f_lasti
+        key = (node, code, i)
         nxt = steps.get(key)
         if nxt is None:
             nxt = steps[key] = callpath.child(node, f"{code.co_filename}:{fr.f_lineno}@{code.co_name}")
         node = nxt
-        at_index[id(fr)] = len(walked)
-        walked.append((fr, at, node))
+        at[fr] = (n, i, node)
+        n += 1
+        walked.append(fr)
     ctx = threads.tls.__dict__.get("ctx")   # no AttributeError raised (and caught) on a thread without one
     st = None if ctx is None else ctx.state
     return node if st is None else callpath.child(node, st)
