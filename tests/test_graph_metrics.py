@@ -384,8 +384,17 @@ print(floats[0].item(), floats[1:].numpy().view(np.float64).tolist(), ints.tolis
 """
 
 
+def _interpreter_takes_scalar_range_bounds() -> bool:
+    """triton 3.6's interpreter turns a scalar argument used as a ``range`` bound into an int
+    with ``int(array)``, which numpy 2 refuses for its 1-element arrays (3.7 fixed it)."""
+    triton = pytest.importorskip("triton")
+    return not (triton.__version__.startswith("3.6.") and int(np.__version__.split(".")[0]) >= 2)
+
+
 def test_the_captured_kernel_counts_its_runs_and_adds_each_into_the_bank_of_its_replay(tmp_path):
     pytest.importorskip("torch")
+    if not _interpreter_takes_scalar_range_bounds():
+        pytest.skip("triton 3.6's interpreter cannot run a loop bounded by a scalar argument under numpy 2")
     import os
     import subprocess
     import sys

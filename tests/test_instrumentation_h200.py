@@ -56,6 +56,9 @@ def test_buffers_decode_to_protons_output(captured, name):
 @pytest.mark.parametrize("name", CONFIGS)
 def test_buffers_decode_like_libproton_39(captured, name):
     folder, sc = _config(captured, name)
+    why = S.oracle_mismatch()
+    if why:
+        pytest.skip(why)
     try:
         o_out, o_err, _ = S.run_oracle(os.path.join(folder, "scenario.json"))
     except Exception as e:

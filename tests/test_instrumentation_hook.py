@@ -80,7 +80,7 @@ def test_start_registers_passes_allocator_mode_and_flag(fake_gpu):
     assert not flags.instrumentation_on
     assert not passes.registered_callbacks("nvidia")
     assert triton.knobs.compilation.instrumentation_mode == ""
-    assert not _allocation.has_profile_allocator()
+    assert isinstance(_allocation._profile_allocator.get(), _allocation.NullAllocator)
 
 
 def test_deactivate_and_activate_follow_the_session(fake_gpu):

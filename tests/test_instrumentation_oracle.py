@@ -43,9 +43,9 @@ def _oracle_available():
         S.build_stubs()
         if importlib.util.find_spec("triton._C.libproton") is None:
             return "triton has no libproton"
+        return S.oracle_mismatch()
     except Exception as e:
         return str(e)
-    return None
 
 
 _why = _oracle_available()

@@ -32,6 +32,20 @@ def build_stubs() -> str:
     return real_proton.build_stubs(os.path.join(HERE, "libcuda_instr_stub.c"))
 
 
+#: the triton whose libproton decodes as proton_ctypes does (older ones differ on purpose)
+ORACLE_TRITON = (3, 9)
+
+
+def oracle_mismatch():
+    """Why this interpreter's libproton is not a decoder to compare with, or None when it is."""
+    import triton
+    version = tuple(int(part) for part in triton.__version__.split(".")[:2])
+    if version < ORACLE_TRITON:
+        return (f"triton {triton.__version__}'s libproton decodes as its own release did; proton_ctypes "
+                f"decodes as {'.'.join(map(str, ORACLE_TRITON))}'s")
+    return None
+
+
 def write_scenario(sc: dict, buffers: dict, folder: str) -> str:
     """Write ``sc`` and its buffers (file name -> uint8 array) into ``folder``; return the JSON path."""
     os.makedirs(folder, exist_ok=True)
