@@ -20,6 +20,10 @@ from fakes import fake_cupti  # noqa: E402
 from proton_ctypes.backends.nvidia import layout as L  # noqa: E402
 from proton_ctypes.backends.nvidia import lib as cupti_lib  # noqa: E402
 
+#: the driver's stream-capture callbacks, begin then end, by their names in cupti_driver_cbid.h
+CAPTURE_CBID_NAMES = ("cuStreamBeginCapture", "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2",
+                      "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCaptureToGraph",
+                      "cuStreamBeginCaptureToGraph_ptsz", "cuStreamEndCapture", "cuStreamEndCapture_ptsz")
 KERNEL_STRUCTS = ["CUpti_ActivityKernel5", "CUpti_ActivityKernel6", "CUpti_ActivityKernel7",
                   "CUpti_ActivityKernel8", "CUpti_ActivityKernel9"]
 
@@ -55,13 +59,19 @@ def _program():
     lines += ["S(CUpti_CallbackData);", "F(CUpti_CallbackData, callbackSite);",
               "F(CUpti_CallbackData, correlationId);", "S(CUpti_ResourceData);",
               "F(CUpti_ResourceData, resourceDescriptor);", "S(CUpti_GraphData);",
-              "F(CUpti_GraphData, graph);", "F(CUpti_GraphData, node);", "F(CUpti_GraphData, originalNode);"]
+              "F(CUpti_GraphData, graph);", "F(CUpti_GraphData, node);", "F(CUpti_GraphData, originalNode);",
+              "F(CUpti_GraphData, originalGraph);", "F(CUpti_GraphData, graphExec);",
+              "F(CUpti_CallbackData, functionParams);", "F(CUpti_NvtxData, functionParams);"]
     enums = ["CUPTI_API_VERSION", "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_DRIVER", "CUPTI_ACTIVITY_KIND_RUNTIME",
              "CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION", "CUPTI_ERROR_MAX_LIMIT_REACHED",
              "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", "CUPTI_ACTIVITY_FLAG_FLUSH_FORCED",
              "CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM", "CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0",
              "CUPTI_CB_DOMAIN_DRIVER_API", "CUPTI_CB_DOMAIN_RUNTIME_API", "CUPTI_CB_DOMAIN_RESOURCE",
-             "CUPTI_API_ENTER", "CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED", "CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED"]
+             "CUPTI_API_ENTER", "CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED", "CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED",
+             "CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED", "CUPTI_CB_DOMAIN_NVTX", "CUPTI_CBID_NVTX_nvtxRangePushA",
+             "CUPTI_CBID_NVTX_nvtxRangePop", "CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER",
+             "CUPTI_ACTIVITY_KIND_KERNEL"]
+    enums += [f"CUPTI_DRIVER_TRACE_CBID_{name}" for name in CAPTURE_CBID_NAMES]
     enums += [f"CUPTI_DRIVER_TRACE_CBID_{name}" for name in cupti_lib.DRIVER_LAUNCH_CBIDS]
     enums += [f"CUPTI_RUNTIME_TRACE_CBID_{name}" for name in cupti_lib.RUNTIME_LAUNCH_CBIDS]
     lines += [f"E({name});" for name in enums]
@@ -130,6 +140,10 @@ def test_backend_callback_struct_offsets_match(header_facts):
     assert f[("CUpti_GraphData", "graph")][0] == L.GRAPHDATA_GRAPH_OFFSET
     assert f[("CUpti_GraphData", "node")][0] == L.GRAPHDATA_NODE_OFFSET
     assert f[("CUpti_GraphData", "originalNode")][0] == L.GRAPHDATA_ORIGINAL_NODE_OFFSET
+    assert f[("CUpti_GraphData", "originalGraph")][0] == L.GRAPHDATA_ORIGINAL_GRAPH_OFFSET
+    assert f[("CUpti_GraphData", "graphExec")][0] == L.GRAPHDATA_GRAPH_EXEC_OFFSET
+    assert f[("CUpti_CallbackData", "functionParams")][0] == L.CALLBACK_PARAMS_OFFSET
+    assert f[("CUpti_NvtxData", "functionParams")][0] == L.NVTXDATA_PARAMS_OFFSET
 
 
 def test_backend_constants_match_the_enums(header_facts):
@@ -147,6 +161,13 @@ def test_backend_constants_match_the_enums(header_facts):
     assert e["CUPTI_API_ENTER"] == cupti_lib.CB_SITE_ENTER
     assert e["CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED"] == cupti_lib.RESOURCE_GRAPHNODE_CREATED
     assert e["CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED"] == cupti_lib.RESOURCE_GRAPHNODE_CLONED
+    assert e["CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED"] == cupti_lib.RESOURCE_GRAPHEXEC_CREATED
+    assert e["CUPTI_CB_DOMAIN_NVTX"] == cupti_lib.CB_DOMAIN_NVTX
+    assert (e["CUPTI_CBID_NVTX_nvtxRangePushA"], e["CUPTI_CBID_NVTX_nvtxRangePop"]) == cupti_lib.NVTX_CBIDS
+    assert e["CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER"] == cupti_lib.ATTR_PER_THREAD_ACTIVITY_BUFFER
+    assert e["CUPTI_ACTIVITY_KIND_KERNEL"] == L.KIND_KERNEL
+    assert tuple(e[f"CUPTI_DRIVER_TRACE_CBID_{name}"] for name in CAPTURE_CBID_NAMES) == \
+        cupti_lib.DRIVER_CAPTURE_BEGIN_CBIDS + cupti_lib.DRIVER_CAPTURE_END_CBIDS
     for name, cbid in cupti_lib.DRIVER_LAUNCH_CBIDS.items():
         assert e[f"CUPTI_DRIVER_TRACE_CBID_{name}"] == cbid, name
     for name, cbid in cupti_lib.RUNTIME_LAUNCH_CBIDS.items():
