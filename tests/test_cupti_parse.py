@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import API_FORMAT, EXTCORR_FORMAT, KERNEL_FORMAT  # noqa: E402
 
-from proton_ctypes.backends.nvidia.parse import BufferParser  # noqa: E402
+from proton_ctypes.backends.nvidia.parse import BufferParser, concat_columns  # noqa: E402
 
 T0 = time.time_ns()
 STRIDE = 216
@@ -46,6 +46,24 @@ def parser(**kw):
     p = BufferParser(STRIDE, ts_lo=T0 - 10**12, ts_hi=T0 + 10**15)
     p.expect_extcorr = kw.get("extcorr", False)
     return p
+
+
+@pytest.mark.parametrize("buffers", [1, 3])
+def test_columns_parsed_without_a_copy_outlive_their_buffer_once_concatenated(buffers):
+    """The collector parses into views, concatenates, then hands the buffers back to CUPTI,
+    which writes new records into them: the concatenated columns must not change."""
+    p = parser()
+    bufs, parts = [], []
+    for b in range(buffers):
+        buf, valid = as_buffer([kernel(100 * b + i, T0 + i * 1000) for i in range(1, 51)])
+        bufs.append(buf)
+        parts.append(p.parse(buf, valid, copy=False)[10])
+    assert not parts[0]["correlationId"].flags.owndata       # a view: no copy was made
+    cols = concat_columns(parts)
+    for buf in bufs:
+        buf[:] = 0xAB                                         # the buffer's next use
+    assert cols["correlationId"].tolist() == [100 * b + i for b in range(buffers) for i in range(1, 51)]
+    assert np.all(cols["end"] - cols["start"] == 800)
 
 
 def test_single_kind_buffer_takes_the_strided_fast_path():

@@ -189,36 +189,40 @@ class Collector:
             completed = pool.take_completed()
             # the buffers out besides these may hold launches older than now, nothing else does
             snapshot = (now, pool.held_since({a for a, _ in completed})) if self.per_thread_buffers else None
-            for address, valid in completed:
-                if not pool.owns(address):
-                    continue
-                buf = pool.array(address)
-                owner = pool.owner(address)
-                try:
+            parsed = []      # buffers whose columns may be views into them: released once copied out
+            try:
+                for address, valid in completed:
+                    if not pool.owns(address) or address in parsed:
+                        continue
+                    parsed.append(address)
+                    buf = pool.array(address)
                     if self.stride_source != "walk" and valid:
                         self._detect_stride(address, buf, valid)
-                    parts = self.parser.parse(buf, valid)
-                finally:
+                    parts = self.parser.parse(buf, valid, copy=False)
+                    if pool.is_spare(address):
+                        self.spare_dropped += record_count(parts)
+                        self.spare_kernels += record_count(parts, L.KIND_CONCURRENT_KERNEL)
+                        continue
+                    owner = pool.owner(address)
+                    for kind, cols in parts.items():
+                        if kind == L.KIND_CONCURRENT_KERNEL:
+                            cols["owner"] = np.full(len(cols["start"]), owner, np.int64)
+                            kernels.append(cols)
+                        elif kind in _API_KINDS:
+                            api.append(cols)
+                        elif kind == L.KIND_EXTERNAL_CORRELATION:
+                            ext.append(cols)
+                api, ext, kernels = concat_columns(api), concat_columns(ext), concat_columns(kernels)
+            finally:
+                for address in parsed:
                     pool.release(address)
-                if pool.is_spare(address):
-                    self.spare_dropped += record_count(parts)
-                    self.spare_kernels += record_count(parts, L.KIND_CONCURRENT_KERNEL)
-                    continue
-                for kind, cols in parts.items():
-                    if kind == L.KIND_CONCURRENT_KERNEL:
-                        cols["owner"] = np.full(len(cols["start"]), owner, np.int64)
-                        kernels.append(cols)
-                    elif kind in _API_KINDS:
-                        api.append(cols)
-                    elif kind == L.KIND_EXTERNAL_CORRELATION:
-                        ext.append(cols)
             t1 = time.perf_counter()
             joiner = self.joiner
-            joiner.add_api(concat_columns(api))
-            joiner.add_external(concat_columns(ext))
+            joiner.add_api(api)
+            joiner.add_external(ext)
             joiner.add_python(self.hub.take_python_entries())
             joiner.add_graph_launches(self.hub.take_graph_launches())
-            batch = joiner.join(concat_columns(kernels), hold=hold)
+            batch = joiner.join(kernels, hold=hold)
             pool.trim()
             self.cupti_dropped += self.lib.dropped_records()
             self._check_api_records()

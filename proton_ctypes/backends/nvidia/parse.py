@@ -99,8 +99,12 @@ class BufferParser:
         self._step_list = step.tolist()
 
     # ------------------------------------------------------------------ public
-    def parse(self, buf: np.ndarray, valid: int) -> dict:
-        """Return ``{kind: {field: column}}`` for the first ``valid`` bytes of ``buf`` (uint8, 8-aligned)."""
+    def parse(self, buf: np.ndarray, valid: int, copy: bool = True) -> dict:
+        """Return ``{kind: {field: column}}`` for the first ``valid`` bytes of ``buf`` (uint8, 8-aligned).
+
+        ``copy=False``: columns of a single-kind buffer are strided views into ``buf``, valid while
+        it is (:func:`concat_columns` makes arrays of their own from them): one pass over the
+        records instead of a copy and then a concatenation."""
         valid = int(valid)
         if valid < SLOT:
             return {}
@@ -113,7 +117,7 @@ class BufferParser:
             if n == 1 or bool((kinds == first).all()):
                 self.stats["single"] += 1
                 kind = _reported(first)
-                return {kind: self._strided(buf, kind, n, size)}
+                return {kind: self._strided(buf, kind, n, size, copy)}
         slots = self._chain(buf, valid)
         if slots is not None:
             self.stats["chain"] += 1
@@ -123,9 +127,11 @@ class BufferParser:
         return self._gather(buf, valid, slots)
 
     # ------------------------------------------------------------------ strategies
-    def _strided(self, buf, kind, n, size) -> dict:
-        """Copy the needed fields of a single-kind buffer as strided columns."""
-        cols = {name: np.ndarray((n,), fmt, buf, off, (size,)).copy() for name, fmt, off in PARSED_FIELDS[kind]}
+    def _strided(self, buf, kind, n, size, copy) -> dict:
+        """The needed fields of a single-kind buffer as strided columns (copied, if ``copy``)."""
+        cols = {name: np.ndarray((n,), fmt, buf, off, (size,)) for name, fmt, off in PARSED_FIELDS[kind]}
+        if copy:
+            cols = {name: col.copy() for name, col in cols.items()}
         if kind == L.KIND_CONCURRENT_KERNEL:
             _, fmt, off = GRAPH_ID_FIELD
             _add_graph_ids(cols, lambda rows: np.ndarray((n,), fmt, buf, off, (size,))[rows])
@@ -257,9 +263,10 @@ def record_count(parts: dict, kind=None) -> int:
 
 
 def concat_columns(parts: list) -> dict:
-    """Concatenate a list of ``{field: column}`` dicts field by field (empty dict for no parts)."""
+    """Concatenate a list of ``{field: column}`` dicts field by field (empty dict for no parts)
+    into columns of their own: none is a view into a buffer (``parse(copy=False)``)."""
     if not parts:
         return {}
     if len(parts) == 1:
-        return parts[0]
+        return {name: col if col.flags.owndata else col.copy() for name, col in parts[0].items()}
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
