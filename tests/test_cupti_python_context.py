@@ -84,3 +84,13 @@ def test_graph_replays_take_the_node_of_the_graph_launch():
     fake.replay(graph_exec)                                   # cuGraphLaunch: node 102
     backend.stop()
     assert sink.rows()["py_node"].tolist() == [102, 102]
+
+
+def test_a_launch_whose_context_is_not_a_node_keeps_the_others_and_gets_none():
+    """A python_context that returns something other than a node (None) spoils no other entry."""
+    answers = iter([100, None, 102])
+    backend, fake, sink = started_backend(python_context=lambda: next(answers))
+    for _ in range(3):
+        fake.launch("tri", api="driver")
+    backend.stop()
+    assert sink.rows()["py_node"].tolist() == [100, -1, 102]

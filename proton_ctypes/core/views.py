@@ -141,7 +141,7 @@ class View:
         log = self.log
         n = len(log) & ~1
         if n:
-            chunk = np.array(log[:n], dtype=np.int64).reshape(-1, 2)
+            chunk = np.fromiter(log[:n], np.int64, n).reshape(-1, 2)
             del log[:n]
             self.chunks.append(chunk)
         if len(self.chunks) > 1:

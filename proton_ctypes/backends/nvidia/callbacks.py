@@ -38,6 +38,7 @@ import os
 import sys
 import threading
 import time
+from itertools import chain
 
 import numpy as np
 
@@ -336,8 +337,8 @@ class CallbackHub(GraphHooks, NvtxHooks):
             return np.zeros((0, PY_ENTRY_FIELDS), np.int64)
         chunk = entries[:n]
         del entries[:n]
-        try:
-            return np.asarray(chunk, np.int64).reshape(n, PY_ENTRY_FIELDS)
+        try:   # one C loop over the flattened tuples (half the time of np.asarray on a list of tuples)
+            return np.fromiter(chain.from_iterable(chunk), np.int64, n * PY_ENTRY_FIELDS).reshape(n, PY_ENTRY_FIELDS)
         except (TypeError, ValueError):  # python_context() returned None or a non-int somewhere
             return np.asarray([(c, -1 if not isinstance(v, int) else v, t, s) for c, v, t, s in chunk],
                               np.int64).reshape(n, PY_ENTRY_FIELDS)
