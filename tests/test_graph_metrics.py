@@ -269,6 +269,32 @@ def test_periodic_flushing_writes_each_phase_with_its_own_replays(dev, tmp_path)
         assert find(tree, "test0", "<captured_at>", "scope_a")["metrics"]["flops"] == 40.0, p
 
 
+def test_periodic_flushing_never_syncs_the_device_while_a_graph_is_captured(dev, tmp_path, monkeypatch):
+    """A device sync while any thread captures would invalidate that capture (CUDA's global
+    capture mode): the closed phase waits for the capture's end, then is written whole."""
+    syncs = []
+    monkeypatch.setattr(tensor_metrics, "synchronize", lambda: syncs.append(graph_metrics.G.capturing))
+    s = proton.start(str(tmp_path / "t"), backend="mock", mode="periodic_flushing:format=hatchet")
+    graph = dev.capture(metric_scope("scope_a", {"flops": DeviceTensor(4.0)}))
+    with proton.scope("test0"):
+        for _ in range(3):
+            dev.replay(graph)
+    proton.data.advance_phase(session=s)
+
+    def second_capture():        # another graph is being captured when the collector flushes
+        with proton.scope("scope_b", {"flops": DeviceTensor(1.0)}):
+            dev.kernel("k")
+        dev.mock.flush()
+        assert not (tmp_path / "t.part_0.hatchet").exists()
+    dev.capture(second_capture)
+    dev.kernel("after")          # the next batch, after the capture ended
+    dev.mock.flush()
+    assert syncs and not any(syncs)
+    tree, _ = read_tree(tmp_path / "t.part_0.hatchet")
+    assert find(tree, "test0", "<captured_at>", "scope_a")["metrics"]["flops"] == 12.0
+    proton.finalize()
+
+
 def test_memory_grows_with_the_distinct_contexts_not_with_the_replays(dev, tmp_path):
     proton.start(str(tmp_path / "t"), backend="mock")
     x = DeviceTensor(1)

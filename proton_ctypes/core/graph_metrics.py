@@ -273,15 +273,29 @@ def _read_back(book: Book) -> None:
     stats["banks_read"] += len(banks)
 
 
+def _live_books() -> list:
+    """The books some session still reads (a slot with destinations)."""
+    with _lock:
+        return [b for b in books.values() if any(sl.dests for sl in b.slots)]
+
+
+def _has_regions(live: list) -> bool:
+    return any(sl.region is not None for b in live for sl in b.slots)
+
+
+def needs_sync() -> bool:
+    """Whether :func:`drain` would synchronize the device (a live book has device regions)."""
+    return _has_regions(_live_books())
+
+
 def drain(synchronize: Optional[Callable[[], None]] = None) -> None:
     """Read every book with live slots back (after ``synchronize``, the device sync) and add what
     each bank gathered to its sessions.  Replays may go on meanwhile, on any thread: the device
     sums only grow, a read adds their change, and a bank is reused only once all its replays ran."""
-    with _lock:
-        live = [b for b in books.values() if any(sl.dests for sl in b.slots)]
+    live = _live_books()
     if not live:
         return
-    if synchronize is not None and any(sl.region is not None for b in live for sl in b.slots):
+    if synchronize is not None and _has_regions(live):
         synchronize()
     for book in live:
         _read_back(book)

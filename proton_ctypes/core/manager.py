@@ -54,6 +54,10 @@ def periodic_flush(s: Session) -> list:
         raise ValueError("[PROTON] Output format not supported")
     _merge_views(s)
     if any(p < s.phase for p in s.phases):
+        if G.capturing and graph_metrics.needs_sync():
+            # a device sync while any thread captures a graph would invalidate that capture: the
+            # closed phases are written at the first flush once no capture is in progress
+            return paths
         graph_metrics.drain(tensor_metrics.synchronize)  # the closed phases' graph replays
     for p in sorted(s.phases):
         if p >= s.phase:
