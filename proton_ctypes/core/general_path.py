@@ -59,8 +59,9 @@ def python_node(skip: int = 1) -> int:
     launch callback) are left out.  The thread's state, if any, is the last frame (as in
     Proton's python context).  Each thread remembers the frames of its last walk, outermost
     first, with their nodes: the next walk stops at the first of them still on the stack at
-    the same instruction, so a launch in a loop costs a few frames, not the whole stack; the
-    frames below it are forgotten then, so only frames still on the stack are held.
+    the same instruction (never at a generator's or coroutine's frame, whose caller changes),
+    so a launch in a loop costs a few frames, not the whole stack; the frames below it are
+    forgotten then, so only frames still on the stack are held.
     """
     f = sys._getframe(skip)
     while f is not None and f.f_code.co_filename.startswith(_BACKENDS_DIR):

@@ -5,8 +5,9 @@ As Proton's CUPTI profiler does: with ``TRITON_ENABLE_NVTX`` on (the default; Pr
 ``NVTX_INJECTION64_PATH`` at the libcupti it loaded, so that NVTX -- which reads the variable
 once, at the first NVTX call of the process -- loads CUPTI as its tool and CUPTI's NVTX
 callbacks fire; :class:`NvtxHooks`, a part of :class:`~.callbacks.CallbackHub`, turns
-``nvtxRangePushA`` / ``nvtxRangePop`` into scope enter/exit.  An NVTX call made before the first start (NVTX already initialised
-without CUPTI) means no NVTX callbacks for the life of the process, in Proton as here.
+``nvtxRangePushA`` / ``nvtxRangePop`` into scope enter/exit.  An NVTX call made before the first
+start (NVTX already initialised without CUPTI) means no NVTX callbacks for the life of the
+process, in Proton as here.
 """
 from __future__ import annotations
 
