@@ -22,6 +22,12 @@ starts the profiler, times them again, and reports the difference.  Implementati
 plus ``extcorr_only`` (kernel + external-correlation records, no API kinds: does CUPTI write
 an external-correlation record per launch without them?).  The order of processes rotates
 round by round; the figure is the median over rounds.
+
+``--context python`` starts ``proton`` and ``proton_ctypes`` with ``context="python"`` (a Python
+walk per launch: on the launching thread, and on autograd's for the backward kernels, whose CPU
+is in ``other_cpu_overhead_us``)::
+
+    python bench/api_cost.py --impls proton,proton_ctypes --context python --json bench/results/api_cost-python-h200.json
 """
 from __future__ import annotations
 
@@ -119,18 +125,18 @@ def _time_all(torch, loads: dict) -> dict:
     return out
 
 
-def _start(impl: str, path: str):
-    """Start ``impl``; return ``(stop(), info())``."""
+def _start(impl: str, path: str, context: str = "shadow"):
+    """Start ``impl`` (``proton`` and ``proton_ctypes`` with ``context``); return ``(stop(), info())``."""
     if impl == "proton":
         import triton.profiler as proton
-        proton.start(path, data="tree")
+        proton.start(path, data="tree", context=context)
         return proton.finalize, dict
     if impl in ("proton_ctypes", "proton_ctypes:api"):
         sys.path.insert(0, ROOT)
         if impl.endswith(":api"):
             os.environ["PROTON_CTYPES_LAUNCH_SOURCE"] = "api"
         import proton_ctypes as proton
-        proton.start(path, data="tree")
+        proton.start(path, data="tree", context=context)
         return proton.finalize, dict
     recipe = impl.split(":", 1)[1]
     os.environ["PROTON_CTYPES_LAUNCH_SOURCE"] = "api"      # the recipe alone: no latency timestamps
@@ -143,8 +149,8 @@ def _start(impl: str, path: str):
     counts = collections.Counter()
     original = P.BufferParser.parse
 
-    def counting_parse(self, buf, valid):
-        parts = original(self, buf, valid)
+    def counting_parse(self, buf, valid, copy=True):
+        parts = original(self, buf, valid, copy)
         for kind, cols in parts.items():
             counts[int(kind)] += len(next(iter(cols.values()))) if cols else 0
         return parts
@@ -173,7 +179,7 @@ def _start(impl: str, path: str):
     return stop, lambda: {"records_by_kind": dict(counts), "kernels": delivered[0]}
 
 
-def worker(impl: str) -> dict:
+def worker(impl: str, context: str = "shadow") -> dict:
     """Bare figures, then the profiled ones, of every workload, in this process."""
     import torch
     loads = _workloads(torch)
@@ -182,7 +188,7 @@ def worker(impl: str) -> dict:
     torch.cuda.synchronize()
     bare = _time_all(torch, loads)
     with tempfile.TemporaryDirectory() as d:
-        stop, info = _start(impl, os.path.join(d, "p"))
+        stop, info = _start(impl, os.path.join(d, "p"), context)
         prof = _time_all(torch, loads)
         stop()
     return {"impl": impl, "bare": bare, "profiled": prof, "info": info()}
@@ -192,18 +198,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--impls", default=",".join(DEFAULT_IMPLS))
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--context", choices=("shadow", "python"), default="shadow",
+                    help="the context proton and proton_ctypes start with")
     ap.add_argument("--json", default=None)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        print(json.dumps(worker(a.worker)))
+        print(json.dumps(worker(a.worker, a.context)))
         return
     impls = [i for i in a.impls.split(",") if i]
     runs = collections.defaultdict(list)
     for rnd in range(a.rounds):
         order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]
         for impl in order:
-            p = subprocess.run([sys.executable, __file__, "--worker", impl], capture_output=True, text=True)
+            p = subprocess.run([sys.executable, __file__, "--worker", impl, "--context", a.context],
+                               capture_output=True, text=True)
             if p.returncode != 0:
                 print(f"{impl}: rc={p.returncode}\n{p.stderr[-2000:]}", file=sys.stderr)
                 continue
@@ -223,7 +232,8 @@ def main() -> None:
             if impl == "proton":
                 proton_over[w] = over
             ref = proton_over.get(w)
-            rows.append({"case": w, "impl": impl.split(":")[0].replace("recipe", "proton_ctypes"),
+            case = w if a.context == "shadow" else f'{w}, context="{a.context}"'
+            rows.append({"case": case, "impl": impl.split(":")[0].replace("recipe", "proton_ctypes"),
                          "recipe": impl.split(":", 1)[1] if ":" in impl else None,
                          "us_per_op": round(statistics.median(r["profiled"][w]["cpu_ns"] for r in got) / 1e3, 4),
                          "overhead_us": round(over / 1e3, 4),

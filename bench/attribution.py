@@ -107,8 +107,8 @@ def main() -> None:
     records = collections.Counter()          # (kind, cbid) -> API records, for the current recipe
     original_parse = P.BufferParser.parse
 
-    def counting_parse(self, buf, valid):
-        parts = original_parse(self, buf, valid)
+    def counting_parse(self, buf, valid, copy=True):
+        parts = original_parse(self, buf, valid, copy)
         for kind in (L.KIND_DRIVER, L.KIND_RUNTIME):
             cols = parts.get(kind)
             if cols:

@@ -14,6 +14,8 @@
 #   models    bench/models.py                        -> models-h200.json, models.txt
 #   threads   bench/threads.py (THREADS: counts)     -> threads-h200.json, threads.txt
 #   longrun   bench/longrun.py                       -> longrun-h200.json, longrun.txt
+#   apicost   bench/api_cost.py (CPU per call/launch/step; APICOST_ARGS, e.g. "--impls proton,proton_ctypes
+#             --context python")                    -> api_cost-h200.json, api_cost.txt
 #   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
 #             context="python" case under proton_ctypes), native frames, every thread
 #             -> pyspy.txt (collapsed stacks, the top of them in the output)
@@ -79,6 +81,7 @@ for step in $STEPS; do
                --rounds "$ROUNDS" ${THREADS_ARGS:-} ;;
     pyspy) step_pyspy ;;
     longrun) bench_step longrun "${LONGRUN_TIMEOUT:-540}" python3 bench/longrun.py ${LONGRUN_ARGS:-} ;;
-    *) echo "unknown step $step (tests upstream overhead models threads longrun pyspy)"; exit 2 ;;
+    apicost) bench_step api_cost "${APICOST_TIMEOUT:-420}" python3 bench/api_cost.py --rounds "$ROUNDS" ${APICOST_ARGS:-} ;;
+    *) echo "unknown step $step (tests upstream overhead models threads longrun pyspy apicost)"; exit 2 ;;
   esac
 done
