@@ -34,6 +34,27 @@ def python_context(proton, out, rec):
     proton.finalize()
 
 
+def python_context_generator_resumed_by_two_callers(proton, out, rec):
+    proton.start(out("pg"), context="python")
+
+    def steps():
+        while True:
+            with proton.scope("x", {"m": 1}):
+                pass
+            yield
+
+    gen = steps()
+
+    def first():
+        next(gen)
+
+    def second():
+        next(gen)
+    for caller in (first, second, second, first):
+        caller()
+    proton.finalize()
+
+
 def threads_inherit_stack(proton, out, rec):
     proton.start(out("th"))
     res = []
