@@ -13,10 +13,9 @@ import threading
 from . import (attribution, general_path, graph_metric_kernel, graph_metrics, lifecycle, naming, nvtx, pc_samples,
                registry, retention, signatures, tensor_metrics, threads, trace_scopes)
 from ..backends import select
-from ..backends.base import Backend
 from .registry import G
 from .flags import flags
-from .session import Session
+from .session import Session, backend_losses
 from .. import writers
 from ..writers import DEFAULT_FORMAT, FORMATS
 
@@ -221,7 +220,7 @@ def render(s: Session, phase: int, fmt: str):
 
 def _write_phase(s: Session, phase: int, fmt: str, path: str) -> None:
     pd = s.phases[phase]
-    pd.lost = session_losses(s)
+    pd.lost = s.losses()
     writers.write(fmt, pd, s.backend.device_type, device_block(s, pd, fmt), path)
 
 
@@ -251,39 +250,6 @@ def write(s: Session, fmt: str) -> list:
         _write_phase(s, p, fmt, path)
         paths.append(path)
     return paths
-
-
-def backend_losses(backend: Backend) -> dict:
-    """``{what: count}`` of every record loss the backend has counted so far (``Backend.lost``)."""
-    return {what: n for n, what in backend.lost() if n}
-
-
-def session_losses(s: Session) -> dict:
-    """``{what: count}`` of the losses counted since ``s`` started."""
-    start = s.lost_at_start
-    out = {}
-    for what, n in backend_losses(s.backend).items():
-        n -= start.get(what, 0)
-        if n > 0:
-            out[what] = n
-    return out
-
-
-def report_dropped(s: Session) -> None:
-    """One line on stderr when records were lost since ``s`` started (how many and why), once
-    per new loss; the same counts are in the files (``lost_records``)."""
-    losses = session_losses(s)
-    if not losses:
-        return
-    if all(s.lost_reported.get(what, 0) >= n for what, n in losses.items()):
-        return
-    s.lost_reported = losses
-    parts = "; ".join(f"{n} {what}" for what, n in losses.items())
-    try:
-        sys.stderr.write(f"proton_ctypes: the profile {s.name!r} misses data: {parts}\n")
-        sys.stderr.flush()
-    except Exception:  # a diagnostic must never fail the finalize
-        pass
 
 
 def destroy(s: Session) -> None:
@@ -356,7 +322,7 @@ def finalize(session, output_format: str) -> None:
     except Exception:
         _keep_deactivated(s)
         raise
-    report_dropped(s)
+    s.report_losses()
     destroy(s)
     _clear_this_threads_state()
 
@@ -382,7 +348,7 @@ def finalize_all(output_format: str) -> None:
             first = first or e
             continue
         try:
-            report_dropped(s)
+            s.report_losses()
         except Exception as e:
             first = first or e
         destroy(s)

@@ -5,6 +5,7 @@ what each phase holds is a :class:`proton_ctypes.tree.phase.PhaseData`.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -12,6 +13,11 @@ from ..backends.base import Backend
 from ..backends.modes import Mode
 from ..tree.codes import FAR_FUTURE
 from ..tree.phase import PhaseData
+
+
+def backend_losses(backend: Backend) -> dict:
+    """``{what: count}`` of every record loss the backend has counted so far (``Backend.lost``)."""
+    return {what: n for n, what in backend.lost() if n}
 
 
 class Session:
@@ -98,6 +104,30 @@ class Session:
         if num is None:
             num = self.trace_native[native] = self.trace_threads[("native", native)] = len(self.trace_threads)
         return num
+
+    # -- losses -----------------------------------------------------------------------
+    def losses(self) -> dict:
+        """``{what: count}`` of the losses the backend counted since this session started."""
+        out = {}
+        for what, n in backend_losses(self.backend).items():
+            n -= self.lost_at_start.get(what, 0)
+            if n > 0:
+                out[what] = n
+        return out
+
+    def report_losses(self) -> None:
+        """One line on stderr when records were lost since the session started (how many and
+        why), once per new loss; the same counts are in the files (``lost_records``)."""
+        losses = self.losses()
+        if not losses or all(self.lost_reported.get(what, 0) >= n for what, n in losses.items()):
+            return
+        self.lost_reported = losses
+        parts = "; ".join(f"{n} {what}" for what, n in losses.items())
+        try:
+            sys.stderr.write(f"proton_ctypes: the profile {self.name!r} misses data: {parts}\n")
+            sys.stderr.flush()
+        except Exception:  # a diagnostic must never fail the finalize
+            pass
 
     @property
     def uses_device(self) -> bool:
