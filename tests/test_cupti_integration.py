@@ -1,5 +1,8 @@
 """The CUPTI backend (over the fake libcupti, real byte layouts) through the whole API:
 scope -> kernel records -> join -> tree -> file, as on a GPU (issues 4 and 9)."""
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -114,3 +117,57 @@ def test_dropped_records_are_reported_at_finalize_in_one_line_and_in_the_file(fa
     assert err == ["proton_ctypes: the profile 'dr' misses data: 3 activity records dropped by CUPTI"]
     root = read_tree("dr.hatchet")[0]
     assert child_names(root) == ["k"] and root["metrics"]["lost_records"] == 3
+
+
+#: finalize while the collector thread is delivering a batch (a process of its own: a deadlock
+#: would hang it, and the test fails on its timeout instead of hanging the suite)
+_DELIVERING_AT_FINALIZE = """
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+import proton_ctypes as proton
+from conftest import find, read_tree
+from fakes.fake_cupti import FakeCupti, FakeDriver
+from proton_ctypes.backends import select
+from proton_ctypes.backends.cupti import CuptiBackend
+from proton_ctypes.core.session import Session
+fake = FakeCupti()
+backend = CuptiBackend(lib=fake, driver=FakeDriver(fake))
+select.register("cupti", lambda: backend)
+sid = proton.start("dl", backend="cupti")
+with proton.scope("s"):
+    fake.launch("k")
+in_sink, drainer, deliver = threading.Event(), [], backend.collector.sink
+
+def sink(batch):
+    if threading.current_thread() in drainer:
+        in_sink.set()
+    deliver(batch)
+backend.collector.sink = sink
+set_active = Session.set_active
+
+def deactivating(self, on):
+    # inside finalize's destroy, under the engine's lock: the collector starts delivering now
+    if not on and self.id == sid and not drainer:
+        drainer.append(threading.Thread(target=backend.collector.drain, kwargs={"hold": True, "idle": True}))
+        drainer[0].start()
+        in_sink.wait(5)
+    set_active(self, on)
+Session.set_active = deactivating
+proton.finalize()
+root, _ = read_tree("dl.hatchet")
+assert in_sink.is_set() and find(root, "s", "k")["metrics"]["count"] == 1
+print("ok")
+"""
+
+
+def test_finalize_does_not_wait_forever_on_a_batch_the_collector_is_delivering(tmp_path):
+    """The collector thread delivers a batch holding its own lock, and its sink waits for the
+    engine's lock; finalize must not hold the engine's lock while it stops the backend (which
+    waits for the collector): each would wait for the other, for ever."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    try:
+        r = subprocess.run([sys.executable, "-c", _DELIVERING_AT_FINALIZE, tests], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("finalize and the collector thread wait for each other")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

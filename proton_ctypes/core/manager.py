@@ -253,7 +253,10 @@ def write(s: Session, fmt: str) -> list:
 
 
 def destroy(s: Session) -> None:
-    """Forget ``s``; stop its backend when no other session uses it."""
+    """Forget ``s``; stop its backend when no other session uses it.
+
+    The backend stops after ``G.lock`` is released: its collector thread may be delivering a
+    batch, holding its own lock while the sink waits for ``G.lock``, and stopping waits for it."""
     with G.lock:
         s.finalized = True
         s.set_active(False)
@@ -262,9 +265,10 @@ def destroy(s: Session) -> None:
         if _by_name.get(s.name) is s:
             del _by_name[s.name]
         _users[s.backend_name] -= 1
-        if _users[s.backend_name] == 0:
-            s.backend.stop()
+        last = _users[s.backend_name] == 0
         _prune_views()
+    if last:
+        s.backend.stop()
     registry.bump_epoch()
 
 
