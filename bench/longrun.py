@@ -22,7 +22,10 @@ proton_ctypes also the scope-log entries its views hold at the end of the loop.
 
 ``--backend mock`` runs proton_ctypes with its mock GPU backend on a CPU (a smoke run of this
 script: the "kernel" is ``MockBackend.launch`` and a thread plays the collector's timer); its
-figures say nothing about a GPU.
+figures say nothing about a GPU.  ``--backend fake-cupti`` runs proton_ctypes's CUPTI backend
+over the tests' fake libcupti (``tests/fakes``: real record layouts, a buffer per launching
+thread): the collector, parser and join are the real ones, so ``flush_cpu_us_per_kernel`` is
+their CPU per kernel on this machine (plus the fake's own completion thread, a few percent).
 """
 from __future__ import annotations
 
@@ -47,6 +50,10 @@ IMPLS = ("proton", "proton_ctypes")
 LAYERS = 10
 #: --backend mock: seconds between the collector thread's timed flushes (CUPTI's periodic flush)
 MOCK_FLUSH_INTERVAL_S = 0.1
+#: the backends that run on a CPU, by their --backend name (the name the session starts with)
+CPU_BACKENDS = {"mock": "mock", "fake-cupti": "cupti"}
+#: --backend fake-cupti: the fake libcupti the worker launches through
+_fake: list = []
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20
 #: samples after the warm-up from which the RSS growth is read off its floor (:func:`slope_per_million`)
 MIN_FLOOR_SAMPLES = 8
@@ -89,6 +96,13 @@ def _profiler(impl: str, backend: str):
         from proton_ctypes.backends import select
         from proton_ctypes.backends.mock import MockBackend
         select.register("mock", MockBackend)
+    elif backend == "fake-cupti":
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+        from fakes.fake_cupti import FakeCupti, FakeDriver
+        from proton_ctypes.backends import select
+        from proton_ctypes.backends.cupti import CuptiBackend
+        fake = _fake[:] = [FakeCupti()]
+        select.register("cupti", lambda: CuptiBackend(lib=fake[0], driver=FakeDriver(fake[0])))
     return proton
 
 
@@ -141,15 +155,18 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
         from proton_ctypes.backends import select
         mock = select.get("mock")
         launch, sync = (lambda: mock.launch(KERNEL)), (lambda: None)
+    elif backend == "fake-cupti":
+        launch, sync = (lambda: _fake[0].launch(KERNEL)), (lambda: None)
     else:
         launch, sync = _gpu_launcher()
+    on_cpu = backend in CPU_BACKENDS
     t0 = time.perf_counter()
-    _loop(None, (lambda: None) if backend == "mock" else launch, bare_launches, sample_every, [])
+    _loop(None, (lambda: None) if on_cpu else launch, bare_launches, sample_every, [])
     sync()
     bare_s = time.perf_counter() - t0
     out = os.path.join(tempfile.mkdtemp(), "longrun")
     me = threading.get_native_id()
-    proton.start(out, data="tree", **({"backend": "mock"} if backend == "mock" else {}))
+    proton.start(out, data="tree", **({"backend": CPU_BACKENDS[backend]} if on_cpu else {}))
     if backend == "mock":
         stop = threading.Event()
 
@@ -203,8 +220,9 @@ def run(a) -> list:
                   f"{res['wall_s']:.2f} s kernels {res['kernels']}/{res['expected']} "
                   f"rss {res['rss_growth_mb_per_million']} MB/M cpu {res['other_threads_cpu_s']:.2f} s",
                   file=sys.stderr)
-    case = f"{a.launches} launches, scopes step/layer, one session, data=tree" + (
-        ", mock backend (CPU smoke run)" if a.backend == "mock" else "")
+    case = f"{a.launches} launches, scopes step/layer, one session, data=tree" + {
+        "mock": ", mock backend (CPU smoke run)", "fake-cupti": ", CUPTI backend over the fake libcupti (CPU)"
+    }.get(a.backend, "")
     bare_us = [x["bare_s"] / x["bare_launches"] * 1e6 for rs in runs.values() for x in rs]
     rows = []
     if bare_us:
@@ -243,8 +261,8 @@ def main() -> None:
                     help="RSS growth is fitted after this many launches (default: 1 000 000, "
                          "a third of the run when shorter)")
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--backend", choices=("gpu", "mock"), default="gpu")
-    ap.add_argument("--impls", default=None, help="default: proton,proton_ctypes (mock: proton_ctypes)")
+    ap.add_argument("--backend", choices=("gpu",) + tuple(CPU_BACKENDS), default="gpu")
+    ap.add_argument("--impls", default=None, help="default: proton,proton_ctypes (on a CPU: proton_ctypes)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--worker", metavar="IMPL", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -257,7 +275,7 @@ def main() -> None:
                                 a.warm_launches)))
         return
     if a.impls is None:
-        a.impls = "proton_ctypes" if a.backend == "mock" else ",".join(IMPLS)
+        a.impls = "proton_ctypes" if a.backend in CPU_BACKENDS else ",".join(IMPLS)
     rows = run(a)
     if a.json:
         doc = {"machine": platform.node() or "h200", "date": time.strftime("%Y-%m-%dT%H:%M:%S"),

@@ -186,3 +186,19 @@ def test_trace_data_phases_are_written_as_part_files():
         pass
     proton.finalize()
     assert sorted(os.listdir(".")) == ["tp.part_0.chrome_trace", "tp.part_1.chrome_trace"]
+
+
+def test_get_returns_a_tree_a_thousand_frames_deep():
+    sid = proton.start("deepget", backend="host")
+    for i in range(1000):
+        proton.enter_scope(f"s{i}")
+    with proton.scope("leaf", {"m": 1}):
+        pass
+    for _ in range(1000):
+        proton.exit_scope()
+    node, levels = proton.data.get(sid)[0], 0
+    while node["children"]:
+        (node,) = node["children"]
+        levels += 1
+    assert levels == 1001 and node["metrics"] == {"m": 1}
+    proton.finalize()

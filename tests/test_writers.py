@@ -392,3 +392,62 @@ def test_finalize_of_every_session_stops_at_the_first_one_whose_data_cannot_take
     proton.finalize(trace)
     events = json.load(open("trace.chrome_trace"))["traceEvents"]
     assert [e["name"] for e in events] == ["later"]
+
+
+# --- deep call trees ------------------------------------------------------------------------
+
+def _reference_hatchet(tree, device_info):
+    """The hatchet text as Python's own JSON encoder writes it (shallow trees only)."""
+    return "\n" + json.dumps([tree, device_info], indent=4, sort_keys=True, allow_nan=False) + "\n"
+
+
+def _reference_msgpack(tree, device_info):
+    """The hatchet_msgpack bytes as msgpack.packb writes the pruned document (shallow trees only)."""
+    def pack_node(node):
+        kids = [p for p in map(pack_node, node["children"]) if p is not None]
+        if not node["metrics"] and not node["children"]:
+            return None
+        return {"frame": dict(node["frame"]), "metrics": {k: node["metrics"][k] for k in sorted(node["metrics"])},
+                "children": kids}
+    root = pack_node(tree) or {"frame": dict(tree["frame"]), "metrics": {}, "children": []}
+    return msgpack.packb([root, device_info], use_bin_type=True)
+
+
+def _random_tree(rng, depth=0):
+    names = ["a", "b", "k\u00e9rnel", 'q"uote', "sl\\ash", "<metric>"]
+    metrics = {}
+    for key in rng.sample(["count", "time (ns)", "flops", "bytes", "vec", "p (pty)", "nan"], rng.randrange(4)):
+        metrics[key] = {"vec": [1, 2.5, -3], "flops": 1.5e20, "nan": None, "p (pty)": "x"}.get(key, rng.randrange(-5, 10**12))
+    n_kids = rng.choice([0, 0, 1, 2, 3, 17]) if depth < 3 else 0
+    return {"children": [_random_tree(rng, depth + 1) for _ in range(n_kids)],
+            "frame": {"name": rng.choice(names), "type": "function"}, "metrics": metrics}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_both_tree_formats_write_what_the_library_encoders_write(seed):
+    import random
+    from proton_ctypes.writers import hatchet, msgpack as mp_writer
+    rng = random.Random(seed)
+    tree = _random_tree(rng)
+    device = rng.choice([{}, {"CUDA": {"0": {"arch": "90", "bus_width": 6016, "num_sms": 132}}}])
+    assert hatchet.dumps(tree, device) == _reference_hatchet(tree, device)
+    assert mp_writer.dumps(tree, device) == _reference_msgpack(tree, device)
+
+
+@pytest.mark.parametrize("fmt", ["hatchet", "hatchet_msgpack"])
+def test_a_call_tree_over_a_thousand_frames_deep_is_written_whole(fmt):
+    from proton_ctypes.viewer.loader import load_document
+    depth = 1500    # the encoders of the json and msgpack libraries stop at a few hundred levels
+    proton.start("deep", backend="host")
+    for i in range(depth):
+        proton.enter_scope(f"s{i}")
+    with proton.scope("leaf", {"m": 1}):
+        pass
+    for _ in range(depth):
+        proton.exit_scope()
+    proton.finalize(None, fmt)
+    node, levels = load_document(f"deep.{fmt}")[0], 0
+    while node["children"]:
+        (node,) = node["children"]
+        levels += 1
+    assert levels == depth + 1 and node["frame"]["name"] == "leaf" and node["metrics"] == {"m": 1}

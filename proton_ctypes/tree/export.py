@@ -6,8 +6,6 @@ saw them (3.9's per-session, per-phase insertion order), see :func:`node_set`.
 """
 from __future__ import annotations
 
-import sys
-
 from . import callpath
 from . import metrics as tmetrics
 
@@ -123,22 +121,15 @@ def root_metrics(pd) -> dict:
 
 def build_tree(pd, device_type: str, finite_only: bool = True) -> dict:
     """The nested ``{"children", "frame", "metrics"}`` dict of the phase, rooted at ROOT
-    (``finite_only``: see :func:`node_metrics`)."""
-    nodes = node_set(pd)
-    children = {}
-    parent = callpath.parent
-    for n in nodes:  # first-seen order: each child list is in insertion order, as in Proton
-        if n != callpath.ROOT:
-            children.setdefault(parent[n], []).append(n)
+    (``finite_only``: see :func:`node_metrics`).  Built without recursion: a call path may be
+    thousands of frames deep (``context="python"``, deeply nested scopes)."""
     name = callpath.name
-
-    def make(n):
-        return {"children": [make(c) for c in children.get(n, ())],
-                "frame": {"name": name[n], "type": "function"},
-                "metrics": root_metrics(pd) if n == callpath.ROOT else node_metrics(pd, n, device_type, finite_only)}
-
-    limit = sys.getrecursionlimit()
-    depth = max((callpath.depth[n] for n in nodes), default=0)
-    if depth + 100 > limit:
-        sys.setrecursionlimit(depth + 200)
-    return make(callpath.ROOT)
+    parent = callpath.parent
+    made = {}
+    for n in node_set(pd):  # an ancestor before its descendants; siblings in first-seen order, as in Proton
+        d = made[n] = {"children": [], "frame": {"name": name[n], "type": "function"},
+                       "metrics": root_metrics(pd) if n == callpath.ROOT else node_metrics(pd, n, device_type,
+                                                                                           finite_only)}
+        if n != callpath.ROOT:
+            made[parent[n]]["children"].append(d)
+    return made[callpath.ROOT]
