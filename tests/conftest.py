@@ -124,3 +124,18 @@ def written(name):
     root, dev = read_tree(f"{name}.hatchet")
     assert dev == {}
     return flat(root)
+
+
+def json_decodes_deep_nesting() -> bool:
+    """Whether this Python's JSON decoder reads ~8000 nested levels once the recursion limit
+    allows it (3.12's C decoder stops near 1500 levels, whatever the Python limit; real Proton's
+    ``data.get`` and viewer decode with it too)."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(20000)
+    try:
+        json.loads("[" * 8000 + "]" * 8000)
+        return True
+    except RecursionError:
+        return False
+    finally:
+        sys.setrecursionlimit(limit)

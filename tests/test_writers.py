@@ -13,7 +13,7 @@ import msgpack
 import pytest
 
 import proton_ctypes as proton
-from conftest import flat, read_tree, written
+from conftest import flat, json_decodes_deep_nesting, read_tree, written
 from proton_ctypes import _atomic as atomic
 
 
@@ -446,6 +446,10 @@ def test_a_call_tree_over_a_thousand_frames_deep_is_written_whole(fmt):
     for _ in range(depth):
         proton.exit_scope()
     proton.finalize(None, fmt)
+    if fmt == "hatchet" and not json_decodes_deep_nesting():   # written whole, but this Python cannot read it
+        text = open(f"deep.{fmt}").read()
+        assert text.endswith("\n]\n") and text.count('"name": "s') == depth and '"name": "leaf"' in text
+        return
     node, levels = load_document(f"deep.{fmt}")[0], 0
     while node["children"]:
         (node,) = node["children"]

@@ -1,7 +1,6 @@
 """Reading profiles: .hatchet JSON and .hatchet_msgpack, frame removal, robustness (one-line errors)."""
 
 import json
-import sys
 
 import msgpack
 import pytest
@@ -66,50 +65,20 @@ def test_metrics_listed_at_root_are_inclusive_others_raw_with_nan(tmp_path):
     assert result.out == "5.000 nan ROOT\n└─ 5.000 100.000 s\n   └─ 5.000 nan k\n\n"
 
 
-def _json_decodes_deep_nesting() -> bool:
-    """Whether this Python's JSON decoder reads ~8000 nested levels once the recursion limit
-    allows it (3.12's C decoder stops at its own fixed limit, whatever the Python one)."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(20000)
-    try:
-        json.loads("[" * 8000 + "]" * 8000)
-        return True
-    except RecursionError:
-        return False
-    finally:
-        sys.setrecursionlimit(limit)
-
-
 def test_very_deep_profiles_are_read(tmp_path):
-    from proton_ctypes.writers.hatchet import dumps as hatchet_text   # written without recursion
+    from conftest import json_decodes_deep_nesting
+    from proton_ctypes.writers import hatchet, msgpack as msgpack_writer   # written without recursion
     leaf = _kernel("k", 3)
     for i in range(2000):
         leaf = node(f"s{i}", {}, [leaf])
-    (tmp_path / "deep.hatchet").write_text(hatchet_text(*_doc(leaf)))
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(20000)
-    try:
-        (tmp_path / "deep.hatchet_msgpack").write_bytes(_pack(to_msgpack_layout(_doc(leaf))))
-    finally:
-        sys.setrecursionlimit(limit)
+    (tmp_path / "deep.hatchet").write_text(hatchet.dumps(*_doc(leaf)))
+    (tmp_path / "deep.hatchet_msgpack").write_bytes(msgpack_writer.dumps(*_doc(leaf)))
     for name in ("deep.hatchet", "deep.hatchet_msgpack"):  # msgpack-python itself stops at ~500 levels
         result = run_viewer(["-m", "time/ns", "-d", "2", "-i", "k", name], cwd=tmp_path)
-        if name.endswith(".hatchet") and not _json_decodes_deep_nesting():
+        if name.endswith(".hatchet") and not json_decodes_deep_nesting():
             assert "nested too deeply to be read" in result.err
             continue
         assert result.out == "3.000 ROOT\n└─ 3.000 s1999\n\n"
-
-
-def _pack(obj):
-    """A tiny MessagePack encoder without msgpack-python's nesting limit (str, int, dict, list)."""
-    if isinstance(obj, dict):
-        return bytes([0xDE]) + len(obj).to_bytes(2, "big") + b"".join(_pack(k) + _pack(v) for k, v in obj.items())
-    if isinstance(obj, list):
-        return bytes([0xDC]) + len(obj).to_bytes(2, "big") + b"".join(_pack(v) for v in obj)
-    if isinstance(obj, str):
-        raw = obj.encode()
-        return bytes([0xD9, len(raw)]) + raw
-    return msgpack.packb(obj)
 
 
 BAD_FILES = {
