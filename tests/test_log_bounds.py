@@ -230,6 +230,33 @@ def test_compact_keeps_the_entry_in_force_at_each_capture_point():
         assert codes[max(np.searchsorted(times, t, side="right") - 1, 0)] == code
 
 
+def test_a_late_kernel_gets_the_entry_in_force_from_an_earlier_chunk_of_the_log():
+    """The join reads only the chunks a batch needs: a kernel launched before the newest
+    chunk's first entry still gets the entry then in force, from the chunk before."""
+    v = View(None, (), [], callpath.ROOT, 0)
+    for batch in range(4):                        # four rounds of the collector, a chunk each
+        for t in range(100 * batch + 10, 100 * batch + 100, 10):
+            v.log += [t, t]                       # the code is the entry's time
+        recent = v.entries_since(100 * batch + 10)
+        assert recent[0, 0] == 100 * batch + 10   # a batch of recent kernels: the newest chunk only
+    for t in (5, 15, 99, 105, 250, 395, 1000):
+        log = v.entries_since(t)
+        times, codes = log[:, 0], log[:, 1]
+        expected = max([x for x in range(10, 400, 10) if x % 100 and x <= t] or [10])
+        assert codes[max(np.searchsorted(times, t, side="right") - 1, 0)] == expected, t
+    assert sum(len(c) for c in v.chunks) == 36 and v.compact()[:, 0].tolist() == [
+        x for x in range(10, 400, 10) if x % 100]
+
+
+def test_the_log_is_merged_into_one_chunk_past_the_chunk_bound():
+    from proton_ctypes.core.views import MAX_CHUNKS
+    v = View(None, (), [], callpath.ROOT, 0)
+    for t in range(MAX_CHUNKS + 1):
+        v.log += [t, t]
+        v.entries_since(t)
+    assert len(v.chunks) == 1 and v.chunks[0][:, 0].tolist() == list(range(MAX_CHUNKS + 1))
+
+
 def test_the_mock_watermark_stays_at_the_oldest_held_row_of_a_late_thread(mock):
     delivered = []
     mock.start(delivered.append, mock.mode)

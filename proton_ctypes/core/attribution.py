@@ -37,12 +37,13 @@ def _join_thread(session, views_by_tid, tid, t, out, done):
         m = (~done) & (t >= v.t0) & (t < t1)
         if not m.any():
             continue
-        log = v.compact()
+        tm = t[m]
+        log = v.entries_since(int(tm.min()))
         times, codes = log[:, 0], log[:, 1]
         if len(times) == 0:
             out[m] = v.top if v.ids else callpath.ROOT
         else:
-            i = np.searchsorted(times, t[m], side="right") - 1
+            i = np.searchsorted(times, tm, side="right") - 1
             out[m] = codes[np.maximum(i, 0)]
         done |= m
 

@@ -44,6 +44,10 @@ from ..backends.base import ATTRIBUTION_EXTCORR
 from ..tree import callpath
 from ..tree.codes import ext_id
 
+#: log chunks a view keeps before merging them (the join reads the recent ones; the retention
+#: trim merges them anyway, but a backend without a delivery watermark never trims)
+MAX_CHUNKS = 64
+
 
 class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
@@ -130,20 +134,41 @@ class View:
             ext.push_external(ext_id(code))
             self.ext_pushed = True
 
-    def compact(self, keep_after=None, pins=None):
-        """Move the logged pairs into an int64 chunk (safe while the owner thread appends).
-
-        With ``keep_after`` (ns), entries older than it are dropped except the last one
-        before it (the context then in force): kernels launched before ``keep_after``
-        were all delivered already.  ``pins`` (sorted int64 times, the capture points of
-        graph replays still to come) keep the entry in force at each of them too.
-        """
+    def _take_log(self) -> None:
+        """Move the logged pairs into a new int64 chunk (safe while the owner thread appends);
+        past :data:`MAX_CHUNKS` chunks, they are merged into one."""
         log = self.log
         n = len(log) & ~1
         if n:
             chunk = np.fromiter(log[:n], np.int64, n).reshape(-1, 2)
             del log[:n]
             self.chunks.append(chunk)
+            if len(self.chunks) > MAX_CHUNKS:
+                self.chunks[:] = [np.concatenate(self.chunks)]
+
+    def entries_since(self, t: int):
+        """The logged ``(time, code)`` pairs a kernel launched at ``t`` or later needs: from the
+        last chunk starting at or before ``t`` on (the entry in force at ``t`` is there), so a
+        batch of recent kernels copies the recent chunks, not the whole retained log."""
+        self._take_log()
+        chunks = self.chunks
+        k = len(chunks) - 1
+        while k > 0 and (not len(chunks[k]) or chunks[k][0, 0] > t):
+            k -= 1
+        if k < 0:
+            return np.zeros((0, 2), dtype=np.int64)
+        return chunks[k] if k == len(chunks) - 1 else np.concatenate(chunks[k:])
+
+    def compact(self, keep_after=None, pins=None):
+        """Move the logged pairs into one int64 array and return it (safe while the owner
+        thread appends).
+
+        With ``keep_after`` (ns), entries older than it are dropped except the last one
+        before it (the context then in force): kernels launched before ``keep_after``
+        were all delivered already.  ``pins`` (sorted int64 times, the capture points of
+        graph replays still to come) keep the entry in force at each of them too.
+        """
+        self._take_log()
         if len(self.chunks) > 1:
             self.chunks[:] = [np.concatenate(self.chunks)]
         if not self.chunks:
