@@ -73,15 +73,18 @@ def get_kernel():
 
 
 def _zeroed(shape_words: int, device, pinned: bool, capturing: bool):
+    """Zeroed words: host-mapped pinned int32 (a table), else int64 on ``device``, zeroed by a
+    copy from pinned zeros, not by a fill kernel (no kernel of ours may show in the profile)."""
     import torch  # lazy: torch is optional
     if pinned:
         return torch.zeros(shape_words, dtype=torch.int32, pin_memory=True)
+    zeros = torch.zeros(shape_words, dtype=torch.int64, pin_memory=True)
     if not capturing:
-        return torch.zeros(shape_words, dtype=torch.int64, device=device)
-    # inside a capture: fill on a stream that is not captured, so nothing joins the graph
+        return torch.empty(shape_words, dtype=torch.int64, device=device).copy_(zeros)
+    # inside a capture: copy on a stream that is not captured, so nothing joins the graph
     side = torch.cuda.Stream(device=device)
     with torch.cuda.stream(side):
-        t = torch.zeros(shape_words, dtype=torch.int64, device=device)
+        t = torch.empty(shape_words, dtype=torch.int64, device=device).copy_(zeros)
     side.synchronize()
     return t
 
@@ -132,7 +135,7 @@ def _warm(device) -> None:
     if arena is None or not table:
         return
     for dtype, is_float in ((torch.float32, True), (torch.int64, False)):
-        value = torch.zeros(1, dtype=dtype, device=device)
+        value = torch.empty(1, dtype=dtype, device=device)   # no fill kernel: warmup launches nothing
         get_kernel().warmup(arena[0], table[0], graph_metrics.TABLE_SLOTS, value, 1, IS_FLOAT=is_float,
                             BLOCK=BLOCK, grid=(1,), num_warps=1)._init_handles()
 
