@@ -74,6 +74,18 @@ def test_captures_and_replays_reach_the_engine_with_the_captured_graph():
     assert replays[0][2] < replays[1][2]
 
 
+def test_each_instantiation_reaches_the_engine_with_its_captured_graph_and_replays_name_the_exec():
+    made, replays = [], []
+    backend, fake, sink = started_backend(graph_hooks=(lambda begin: None, lambda *a: replays.append(a),
+                                                       lambda *a: made.append(a)))
+    graph = fake.capture(["a"])
+    graph_exec = fake.instantiate(graph)
+    fake.replay(graph_exec)
+    backend.stop()
+    assert len(made) == 1 and made[0][1] == graph.handle       # (exec handle, captured graph)
+    assert len(replays) == 1 and replays[0][0] == graph.handle and replays[0][3] == made[0][0]
+
+
 def test_replays_of_graphs_made_before_start_are_not_reported():
     replays = []
     backend, fake, sink = started_backend(graph_hooks=(lambda begin: None, lambda *a: replays.append(a)))

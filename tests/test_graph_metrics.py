@@ -75,6 +75,8 @@ class Device:
         monkeypatch.setattr(gmk, "_arenas", {})
         monkeypatch.setattr(gmk, "_tables", {})
         monkeypatch.setattr(graph_metrics, "books", {})
+        monkeypatch.setattr(graph_metrics, "by_graph", {})
+        monkeypatch.setattr(graph_metrics, "by_exec", {})
 
     def _launch_metric(self, region, table, value, numel, is_float):
         self.capturing.metric_nodes.append((region, table, value, numel, is_float))
@@ -87,18 +89,24 @@ class Device:
         else:
             self.mock.launch(name)
 
-    def capture(self, fn):
+    def capture(self, fn, handle=None):
+        """Capture ``fn`` into a new graph (``handle``: the CUgraph handle it gets, e.g. one a
+        destroyed graph had) and instantiate it."""
         self.capturing = Graph()
+        if handle is not None:
+            self.capturing.handle = handle
         self.mock.capture_edge(True)
         try:
             fn()
         finally:
             graph, self.capturing = self.capturing, None
             self.mock.capture_edge(False)
+        graph.exec_handle = next(_handles)
+        self.mock.instantiate(graph.exec_handle, graph.handle)
         return graph
 
     def replay(self, graph):
-        self.mock.graph_launch(graph.handle)
+        self.mock.graph_launch(graph.handle, graph.exec_handle)
         self.run(graph)
 
     def run(self, graph):
@@ -293,6 +301,25 @@ def test_periodic_flushing_never_syncs_the_device_while_a_graph_is_captured(dev,
     tree, _ = read_tree(tmp_path / "t.part_0.hatchet")
     assert find(tree, "test0", "<captured_at>", "scope_a")["metrics"]["flops"] == 12.0
     proton.finalize()
+
+
+def test_a_capture_that_reuses_a_destroyed_graphs_handle_keeps_each_graphs_replays_apart(dev, tmp_path):
+    """torch destroys a captured graph once it is instantiated, so the next capture may get the
+    same CUgraph handle: each executable graph still adds its own metrics at its own replays."""
+    proton.start(str(tmp_path / "t"), backend="mock")
+    first = dev.capture(metric_scope("first", {"m": DeviceTensor(1.0)}))
+    second = dev.capture(metric_scope("second", {"m": DeviceTensor(10.0)}), handle=first.handle)
+    with proton.scope("a"):
+        for _ in range(3):
+            dev.replay(first)
+    with proton.scope("b"):
+        dev.replay(second)
+        dev.replay(first)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert find(tree, "a", "<captured_at>", "first")["metrics"]["m"] == 3.0
+    assert find(tree, "b", "<captured_at>", "first")["metrics"]["m"] == 1.0
+    assert find(tree, "b", "<captured_at>", "second")["metrics"]["m"] == 10.0
 
 
 def test_memory_grows_with_the_distinct_contexts_not_with_the_replays(dev, tmp_path):

@@ -172,7 +172,7 @@ def _table(device):
 
 def book_for(graph, device):
     """The book of the graph being captured (made at its first metric)."""
-    book = graph_metrics.books.get(graph)
+    book = graph_metrics.capture_book(graph)
     if book is None:
         table = _table(device)
         book = graph_metrics.new_book(graph, table.numpy() if hasattr(table, "numpy") else table)

@@ -23,6 +23,7 @@ was live at capture and is active at the replay (docs/graph-metrics.md has the d
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from typing import Callable, Optional
@@ -48,8 +49,18 @@ TABLE_SLOTS = 4096
 #: the count word in front of a region's banks
 COUNT_WORDS = 1
 
-#: graph handle (the CUgraph the executable graph was made from) -> its Book
+#: every book, by the capture that made it (kept for the life of the process: the graph's
+#: kernels keep adding into its regions)
 books: dict = {}
+#: CUgraph handle -> the book of its latest capture.  torch destroys a captured graph once it is
+#: instantiated, so the next capture may reuse the handle: it gets a book of its own
+by_graph: dict = {}
+#: executable-graph handle -> the book of the capture it was instantiated from (bound at
+#: instantiation, so a later capture reusing the graph handle does not take its replays)
+by_exec: dict = {}
+#: captures begun so far; the capturing thread's current one is ``_capturing.seq``
+_captures = itertools.count(1)
+_capturing = threading.local()
 _lock = threading.Lock()
 #: diagnostics: replays seen, replays whose graph has no book, replays merged into a full last bank
 stats = {"replays": 0, "unknown_graph": 0, "merged_replays": 0, "banks_read": 0}
@@ -113,6 +124,8 @@ class Book:
         #: entry no replay claimed names the *dump* bank, after the last one, never read:
         #: replays nobody reported land there, not in a bank of some context
         self.table = table
+        #: the capture (``capture_edge`` count) that made it
+        self.capture = None
         self.nbanks = banks
         self.dump = banks
         table[:] = self.dump
@@ -151,12 +164,32 @@ class Book:
             self.launched = k + 1
 
 
+def capture_book(graph):
+    """The book of the capture in progress on this thread into ``graph`` (a CUgraph handle),
+    or None before its first metric."""
+    book = by_graph.get(graph)
+    return book if book is not None and book.capture == getattr(_capturing, "seq", None) else None
+
+
 def new_book(graph, table, banks: Optional[int] = None) -> Book:
-    """Register the book of captured graph ``graph`` (its CUgraph handle) and return it."""
+    """Register the book of the capture in progress on this thread into ``graph`` (its CUgraph
+    handle) and return it."""
     book = Book(table, bank_count() if banks is None else banks)
+    book.capture = getattr(_capturing, "seq", None)
     with _lock:
-        books[graph] = book
+        books[(graph, book.capture)] = book
+        by_graph[graph] = book
     return book
+
+
+def instantiated(exec_handle, graph) -> None:
+    """An executable graph was made from ``graph`` (the backend's instantiation callback, right
+    after the capture): its replays go to that capture's book from now on."""
+    book = by_graph.get(graph)
+    if book is None:
+        by_exec.pop(exec_handle, None)
+    else:
+        by_exec[exec_handle] = book
 
 
 def capture_edge(begin: bool) -> None:
@@ -164,6 +197,8 @@ def capture_edge(begin: bool) -> None:
     one is in progress every thread leaves the fast paths, so the general path can hand the
     metrics given meanwhile to the graph.  No lock: this runs inside a driver call."""
     G.capturing = max(0, G.capturing + (1 if begin else -1))
+    if begin:
+        _capturing.seq = next(_captures)
     G.epoch += 1   # every thread regroups at its next event (fast path back on after the end)
     for ctx in list(G.threads.values()):
         ctx.view = None
@@ -198,11 +233,14 @@ def _targets_now(ctx) -> dict:
     return out
 
 
-def replayed(graph, tid: int, t: int) -> None:
-    """A replay of the executable graph made from ``graph`` is being launched now on the
-    calling thread (``tid``, ``t``: its id and the time; the backend's graph-launch callback)."""
+def replayed(graph, tid: int, t: int, exec_handle=None) -> None:
+    """A replay of the executable graph ``exec_handle`` made from ``graph`` is being launched now
+    on the calling thread (``tid``, ``t``: its id and the time; the backend's graph-launch
+    callback).  Without an instantiation seen (or an executable handle), ``graph``'s latest book."""
     stats["replays"] += 1
-    book = books.get(graph)
+    book = by_exec.get(exec_handle) if exec_handle is not None else None
+    if book is None:
+        book = by_graph.get(graph)
     if book is None:
         stats["unknown_graph"] += 1
         return

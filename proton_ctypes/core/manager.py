@@ -117,7 +117,8 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
         graph_metrics.connected = graph_metrics.enabled()
         backend.connect(pc_attribution=(pc_samples.sessions_active, pc_samples.attribute_samples),
                         nvtx_scopes=(nvtx.enter, nvtx.exit),
-                        graph_hooks=(graph_metric_kernel.capture_edge, graph_metrics.replayed)
+                        graph_hooks=(graph_metric_kernel.capture_edge, graph_metrics.replayed,
+                                     graph_metrics.instantiated)
                         if graph_metrics.connected else None)
         backend.start(_sink_for(backend), mode,
                       _python_context() if context == "python" else None)

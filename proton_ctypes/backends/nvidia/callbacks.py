@@ -319,6 +319,7 @@ class CallbackHub(GraphHooks, NvtxHooks):
             graph = ctypes.c_void_p.from_address(desc + L.GRAPHDATA_GRAPH_OFFSET).value
             if exec_handle and graph:
                 self.exec_graph[exec_handle] = graph
+                self._on_instantiated(exec_handle)
             exec_id = self.lib.graph_exec_id(exec_handle)
             if exec_id is not None:
                 self.graph_execs.add(exec_id)

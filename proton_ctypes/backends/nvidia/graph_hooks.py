@@ -5,8 +5,9 @@ Two things the engine must learn from the driver, through :attr:`Backend.graph_h
 * **capture edges**: ``cuStreamBeginCapture*`` (at ENTER, before the stream captures) and
   ``cuStreamEndCapture*`` (at EXIT): metrics given in between belong to the graph;
 * **replays**: each driver ``cuGraphLaunch`` (once per replay; the runtime's call nests one),
-  with the captured graph the executable graph was made from (``GRAPHEXEC_CREATED`` gives
-  the pair, :attr:`CallbackHub.exec_graph`).
+  with the executable graph and the captured graph it was made from (``GRAPHEXEC_CREATED`` gives
+  the pair, :attr:`CallbackHub.exec_graph`, and is passed on at once: torch destroys the captured
+  graph after instantiating it, and a later capture may reuse its handle).
 
 :class:`GraphHooks` is a part of :class:`~.callbacks.CallbackHub` (which owns the subscriber,
 the ``exec_graph`` map, ``graph_hooks`` and ``callback_errors``).  Nothing raises into CUPTI.
@@ -80,6 +81,19 @@ class GraphHooks:
             exec_handle = ctypes.c_void_p.from_address(head.params).value
             graph = self.captured_graph(exec_handle)
             if graph is not None:
-                hooks[1](graph, threading.get_native_id(), t)
+                hooks[1](graph, threading.get_native_id(), t, exec_handle)
+        except Exception:
+            self.callback_errors += 1
+
+    def _on_instantiated(self, exec_handle) -> None:
+        """GRAPHEXEC_CREATED (right after a capture, for torch): tell the engine which captured
+        graph the executable graph was made from, while that graph handle is still its own."""
+        hooks = self.graph_hooks
+        if hooks is None or len(hooks) < 3:
+            return
+        try:
+            graph = self.captured_graph(exec_handle)
+            if graph is not None:
+                hooks[2](exec_handle, graph)
         except Exception:
             self.callback_errors += 1
