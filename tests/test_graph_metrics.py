@@ -138,8 +138,8 @@ def dev(mock, monkeypatch):
     return Device(mock, monkeypatch)
 
 
-def test_without_the_switch_no_hook_is_connected_and_a_captured_metric_is_added_once(mock, monkeypatch, tmp_path):
-    monkeypatch.delenv(graph_metrics.ENABLE_ENV, raising=False)
+def test_with_the_switch_off_no_hook_is_connected_and_a_captured_metric_is_added_once(mock, monkeypatch, tmp_path):
+    monkeypatch.setenv(graph_metrics.ENABLE_ENV, "0")
     device = Device(mock, monkeypatch)
     proton.start(str(tmp_path / "t"), backend="mock")
     assert mock.graph_hooks is None and not graph_metrics.connected

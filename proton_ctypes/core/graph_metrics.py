@@ -36,9 +36,9 @@ from ..tree import callpath
 from ..tree import metrics as tmetrics
 from ..tree.codes import node_of
 
-#: ``1`` turns metrics captured with CUDA graphs on (the engine connects :func:`capture_edge`
-#: and :func:`replayed` to the backend); off by default until proven on a GPU, and then metrics
-#: given during a capture go where they went before (docs/graph-metrics.md, "Switch")
+#: ``0`` turns metrics captured with CUDA graphs off (on by default: the engine connects
+#: :func:`capture_edge`, :func:`replayed` and :func:`instantiated` to the backend); off, metrics
+#: given during a capture are added once, at capture (docs/graph-metrics.md, "Switch")
 ENABLE_ENV = "PROTON_CTYPES_GRAPH_METRICS"
 #: banks a book holds between two read-backs (``PROTON_CTYPES_GRAPH_METRIC_BANKS``); replays
 #: beyond them join the last bank and are counted in :data:`stats` ``["merged_replays"]``
@@ -73,7 +73,7 @@ connected = False
 
 def enabled() -> bool:
     """Whether metrics given during a CUDA-graph capture are replayed with it (:data:`ENABLE_ENV`)."""
-    return os.environ.get(ENABLE_ENV, "0").strip() == "1"
+    return os.environ.get(ENABLE_ENV, "1").strip() != "0"
 
 
 def bank_count() -> int:

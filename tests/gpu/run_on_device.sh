@@ -8,8 +8,7 @@
 #             GPU_TESTS: test paths (default tests/gpu)
 #   upstream  Proton's suite against ours through tests/upstream/run.py (carry .upstream/third_party
 #             and .upstream/wheels-cp312)           -> upstream.txt, upstream-h200.json (the run's
-#             record: commit it as tests/upstream/results/h200.json); its CUDA-graph metric tests
-#             need PROTON_CTYPES_GRAPH_METRICS=1 while that switch is off by default
+#             record: commit it as tests/upstream/results/h200.json)
 #   overhead  bench/overhead.py                      -> overhead-h200.json, overhead.txt
 #   models    bench/models.py                        -> models-h200.json, models.txt
 #   threads   bench/threads.py (THREADS: counts)     -> threads-h200.json, threads.txt
