@@ -1,26 +1,11 @@
 """In-process access to profile data and phases (``proton.data``)."""
 from __future__ import annotations
 
-import json
-import sys
 from typing import Optional
 
+from . import _deepjson
 from .core import manager, registry, signatures
 from .flags import flags
-
-
-#: the recursion limit while a tree is decoded: Python's JSON decoder recurses once per nesting
-#: level, two per level of the call tree (a python-context tree may be a thousand frames deep)
-DECODE_RECURSION_LIMIT = 20000
-
-
-def _decode(text: str):
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, DECODE_RECURSION_LIMIT))
-    try:
-        return json.loads(text)
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 def _guard(session, what: str) -> None:
@@ -47,7 +32,7 @@ def get(session: Optional[int] = 0, phase: int = 0):
     _guard(session, "be retrieved")
     signatures.check("get", ("session", session, int), ("phase", phase, int))
     s = _phase(session, phase)
-    return _decode(manager.render(s, phase, "hatchet"))
+    return _deepjson.loads(manager.render(s, phase, "hatchet"))
 
 
 def get_msgpack(session: Optional[int] = 0, phase: int = 0):

@@ -13,17 +13,15 @@ name is kept in ``Profile.vector_metrics`` so that the command can say so.
 """
 
 import gc
-import json
-import sys
 from contextlib import contextmanager
 
+from .. import _deepjson
 from . import msgpack_deep
 from .rollup import update_inclusive_columns
 from .tree import NAME, Profile, frame_sort_key, to_column
 
 METADATA_SCOPE = "__proton_launch_metadata"
 METADATA_PREFIX = METADATA_SCOPE + ":"
-_NESTING_LIMIT = 20000
 
 
 class ProfileFormatError(ValueError):
@@ -43,16 +41,12 @@ def load_document(path):
         raise ProfileFormatError(f"{path}: empty file")
     head = data.lstrip()[:1]
     if head in (b"[", b"{"):
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(limit, _NESTING_LIMIT))  # json nests ~3 levels per tree level
         try:
-            return json.loads(data.decode("utf-8"))
+            return _deepjson.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise ProfileFormatError(f"{path}: truncated or invalid JSON ({e})") from None
         except RecursionError:
             raise ProfileFormatError(f"{path}: the tree is nested too deeply to be read") from None
-        finally:
-            sys.setrecursionlimit(limit)
     import msgpack  # lazy: only for .hatchet_msgpack files
     try:
         return msgpack.unpackb(data, raw=False, strict_map_key=False)
