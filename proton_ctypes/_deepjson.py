@@ -13,7 +13,7 @@ import sys
 NESTING_LIMIT = 20000
 
 
-def loads(text):
+def loads_deep(text):
     """``json.loads(text)`` with the recursion limit raised to :data:`NESTING_LIMIT` meanwhile."""
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, NESTING_LIMIT))

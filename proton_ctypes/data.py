@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import _deepjson
+from ._deepjson import loads_deep
 from .core import manager, registry, signatures
 from .flags import flags
 
@@ -32,7 +32,7 @@ def get(session: Optional[int] = 0, phase: int = 0):
     _guard(session, "be retrieved")
     signatures.check("get", ("session", session, int), ("phase", phase, int))
     s = _phase(session, phase)
-    return _deepjson.loads(manager.render(s, phase, "hatchet"))
+    return loads_deep(manager.render(s, phase, "hatchet"))
 
 
 def get_msgpack(session: Optional[int] = 0, phase: int = 0):

@@ -17,13 +17,14 @@ LAYERS = [
     {"hooks"},
     {"core"},
     {"backends", "writers"},
-    {"tree", "_rocm", "peaks", "_atomic", "_version"},
+    {"tree", "_rocm", "peaks", "_atomic", "_deepjson", "_version"},
 ]
 #: the viewer stands apart: it never imports the profiler
 VIEWER = "viewer"
 #: modules that the profiler and the viewer share; they import nothing of the package
-#: (``peaks``: the peak-FLOPs table; ``_atomic``: the one writer of every file; ``_version``)
-SHARED = {"peaks", "_atomic", "_version"}
+#: (``peaks``: the peak-FLOPs table; ``_atomic``: the one writer of every file; ``_deepjson``:
+#: the one decoder of deep trees; ``_version``)
+SHARED = {"peaks", "_atomic", "_deepjson", "_version"}
 
 
 def _modules():

@@ -15,7 +15,7 @@ name is kept in ``Profile.vector_metrics`` so that the command can say so.
 import gc
 from contextlib import contextmanager
 
-from .. import _deepjson
+from .._deepjson import loads_deep
 from . import msgpack_deep
 from .rollup import update_inclusive_columns
 from .tree import NAME, Profile, frame_sort_key, to_column
@@ -42,7 +42,7 @@ def load_document(path):
     head = data.lstrip()[:1]
     if head in (b"[", b"{"):
         try:
-            return _deepjson.loads(data.decode("utf-8"))
+            return loads_deep(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise ProfileFormatError(f"{path}: truncated or invalid JSON ({e})") from None
         except RecursionError:
