@@ -30,6 +30,12 @@ its synchronisation), where a profiler's cost is paid even when the GPU hides it
 file's kernels are counted per call path; ``kernels`` is ours, ``expected_kernels``
 Proton's, and ``paths_match`` says whether the two files have the same kernel count on
 every call path (random seeds fixed).
+
+``--impls`` may add ``floor:kernels`` and ``floor:ours`` (``bench/cupti_floor.py``): CUPTI's
+kernel records with no profiler, the floor under every CUPTI profiler, and the CUPTI
+configuration proton_ctypes runs on (per-thread buffers, latency timestamps). Their rows are
+``bare`` rows with a ``floor`` key; their ``ratio_to_proton`` is the least a CUPTI kernel
+profiler could reach on the case.
 """
 from __future__ import annotations
 
@@ -236,6 +242,10 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
     import torch
     if impl == "proton":
         import triton.profiler as proton
+    elif impl.startswith("floor:"):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from cupti_floor import floor_profiler
+        proton = floor_profiler(impl)
     else:
         sys.path.insert(0, ROOT)
         import proton_ctypes as proton
@@ -285,6 +295,8 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
             res["bare_s"].append((bare_before + bare_after) / 2)   # the bare chunks on either side
             res["bare_cpu_s"].append((bare_cpu_before + cpu[0]) / 2)
             bare_before, bare_cpu_before = bare_after, cpu[0]
+            if impl.startswith("floor:"):
+                continue                   # the floor writes no profile
             got = kernel_paths(name + ".hatchet")
             for path, n in got["paths"].items():
                 res["paths"][path] = res["paths"].get(path, 0) + n
@@ -324,7 +336,7 @@ def summarize(runs: dict, cases: list) -> tuple:
     """Rows (bare, proton, proton_ctypes per case) and a list of path mismatches."""
     rows, mismatches = [], []
     for case in cases:
-        got = {impl: [r[case] for r in runs.get(impl, []) if case in r] for impl in IMPLS}
+        got = {impl: [r[case] for r in rs if case in r] for impl, rs in runs.items()}
         over, cpu_over = {}, {}
         for impl, rs in got.items():
             if rs:
@@ -340,7 +352,8 @@ def summarize(runs: dict, cases: list) -> tuple:
         for impl, rs in got.items():
             if not rs:
                 continue
-            row = {"case": case, "impl": impl,
+            floor = impl.split(":", 1)[1] if impl.startswith("floor:") else None
+            row = {"case": case, "impl": "bare" if floor else impl, **({"floor": floor} if floor else {}),
                    "us_per_op": round(statistics.median([w / x["steps"] * 1e6 for x in rs for w in x["wall_s"]]), 1),
                    "overhead_us": round(over[impl], 1),
                    "ratio_to_proton": round(over[impl] / ref, 3) if ref and ref > 0 else None,
@@ -350,7 +363,7 @@ def summarize(runs: dict, cases: list) -> tuple:
                    "cpu_ratio_to_proton": (round(cpu_over[impl] / cpu_over["proton"], 3)
                                            if impl in cpu_over and cpu_over.get("proton", 0) > 0 else None),
                    "session_first_steps_overhead_us": round(statistics.median(_warm(rs)), 1) if _warm(rs) else None,
-                   "kernels": sum(rs[-1]["paths"].values()), "expected_kernels": expected}
+                   "kernels": sum(rs[-1]["paths"].values()) if not floor else None, "expected_kernels": expected}
             if impl == "proton_ctypes" and got.get("proton"):
                 ok = compare(rs[-1], got["proton"][-1], case in TIMED_CASES)
                 row["paths_match"] = ok
@@ -407,7 +420,8 @@ def main() -> None:
     for row in rows:
         ratio = row["ratio_to_proton"]
         kern = f"{row.get('kernels', '')}/{row.get('expected_kernels', '')}" if "kernels" in row else ""
-        print(f"{row['case'][:48]:48s} {row['impl']:14s} {row['us_per_op']:9.1f} "
+        label = row["impl"] + (f" {row['floor']} floor" if "floor" in row else "")
+        print(f"{row['case'][:48]:48s} {label:14s} {row['us_per_op']:9.1f} "
               f"{'' if row['overhead_us'] is None else format(row['overhead_us'], '+9.1f'):>9s} "
               f"{'' if ratio is None else format(ratio, '9.2f'):>9s} "
               f"{'' if row.get('cpu_overhead_us') is None else format(row['cpu_overhead_us'], '+8.0f'):>8s} "

@@ -1,0 +1,120 @@
+"""The CUPTI floor of a benchmark: what CUPTI itself costs, with no profiler around it.
+
+A profile of GPU kernels through CUPTI costs at least what CUPTI charges for writing the
+kernel activity records (on the launching thread, and on the GPU). Both Proton and proton_ctypes
+pay that, so where a case's overhead is mostly this floor no profiler can be much cheaper
+than Proton there. :class:`Floor` has the small part of the profiler API that the benchmarks call
+(``start``, ``finalize``, ``scope``, ``enter_scope``, ``exit_scope``, ``state``), and only
+switches CUPTI on and off. Its recipes are:
+
+* ``kernels``: ``CONCURRENT_KERNEL`` records and nothing else, which is the floor common
+  to every CUPTI kernel profiler;
+* ``ours``: the CUPTI configuration proton_ctypes runs its default (shadow) context on:
+  kernel records, one activity buffer per launching thread, and latency timestamps (each
+  kernel's ``queued`` time, which the join reads). No Python of proton_ctypes runs at all.
+
+Buffers are recycled from a small pool and never read. The scopes and states do nothing:
+writing them down is the profiler's cost, not CUPTI's.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the recipes by name (see the module doc): (per-thread buffers, latency timestamps)
+RECIPES = {"kernels": (False, False), "ours": (True, True)}
+#: bytes per activity buffer and CUPTI's alignment for them
+BUFFER_BYTES = 8 * 1024 * 1024
+BUFFER_ALIGN = 8
+
+
+class Floor:
+    """CUPTI switched on (kernel records, the recipe's options) between ``start`` and ``finalize``."""
+
+    def __init__(self, recipe: str, lib=None):
+        if recipe not in RECIPES:
+            raise ValueError(f"unknown floor recipe {recipe!r} (one of {sorted(RECIPES)})")
+        self.recipe = recipe
+        self._lib = lib
+        self._pool, self._buffers = [], {}
+        self._lock = threading.Lock()
+        self._callbacks = None
+        self._registered = False
+        self.records_bytes = 0
+
+    # ------------------------------------------------------------------ CUPTI buffers
+    def _on_request(self, buffer, size, max_records) -> None:
+        with self._lock:
+            buf = self._pool.pop() if self._pool else None
+            if buf is None:
+                raw = ctypes.create_string_buffer(BUFFER_BYTES + BUFFER_ALIGN)
+                address = (ctypes.addressof(raw) + BUFFER_ALIGN - 1) // BUFFER_ALIGN * BUFFER_ALIGN
+                buf = (address, raw)
+            self._buffers[buf[0]] = buf
+        buffer[0] = buf[0]
+        size[0] = BUFFER_BYTES
+        max_records[0] = 0
+
+    def _on_complete(self, context, stream_id, buffer, size, valid) -> None:
+        with self._lock:
+            buf = self._buffers.pop(buffer, None)
+            if buf is not None:
+                self._pool.append(buf)
+            self.records_bytes += valid
+
+    # ------------------------------------------------------------------ the profiler API the benches call
+    def start(self, name=None, **kwargs) -> int:
+        """Switch CUPTI's kernel records on (the arguments of ``proton.start`` are ignored)."""
+        from proton_ctypes.backends.nvidia import layout
+        from proton_ctypes.backends.nvidia.lib import BUFFER_COMPLETE_FUNC, BUFFER_REQUEST_FUNC, load_cupti
+
+        if self._lib is None:
+            self._lib = load_cupti()
+        lib = self._lib
+        per_thread, timestamps = RECIPES[self.recipe]
+        if not self._registered:
+            if per_thread:
+                lib.set_per_thread_buffers(True)
+            self._callbacks = (BUFFER_REQUEST_FUNC(self._on_request), BUFFER_COMPLETE_FUNC(self._on_complete))
+            lib.register_buffer_callbacks(*self._callbacks)
+            self._registered = True
+        if timestamps:
+            lib.enable_latency_timestamps(True)
+        lib.enable_kind(layout.KIND_CONCURRENT_KERNEL)
+        return 0
+
+    def finalize(self, *args, **kwargs) -> None:
+        """Switch the kernel records off and hand every buffer back."""
+        from proton_ctypes.backends.nvidia import layout
+
+        lib = self._lib
+        lib.disable_kind(layout.KIND_CONCURRENT_KERNEL)
+        if RECIPES[self.recipe][1]:
+            lib.enable_latency_timestamps(False)
+        lib.flush_all_quietly()
+
+    @staticmethod
+    def scope(name, metrics=None):
+        """A scope that records nothing."""
+        return contextlib.nullcontext()
+
+    state = scope
+
+    @staticmethod
+    def enter_scope(name, *args, **kwargs) -> int:
+        return 0
+
+    @staticmethod
+    def exit_scope(name=None, *args, **kwargs) -> int:
+        return 0
+
+
+def floor_profiler(impl: str, lib=None) -> Floor:
+    """The :class:`Floor` of a bench's ``floor:<recipe>`` implementation name."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    return Floor(impl.split(":", 1)[1], lib=lib)

@@ -1,0 +1,37 @@
+"""bench/cupti_floor.py: the CUPTI floor rows of the GPU benches, checked over the fake libcupti
+(the figures come from the H200; here: it switches on what its recipe says, CUPTI's buffers come
+back to its pool, and it records nothing of the scopes)."""
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench"))
+from cupti_floor import Floor, floor_profiler  # noqa: E402
+from fakes.fake_cupti import FakeCupti  # noqa: E402
+from proton_ctypes.backends.nvidia.lib import load_cupti  # noqa: E402
+
+
+@pytest.mark.parametrize("recipe, per_thread, timestamps", [("kernels", False, False), ("ours", True, True)])
+def test_floor_switches_on_kernel_records_with_its_recipes_options_and_off_at_finalize(recipe, per_thread,
+                                                                                     timestamps):
+    fake = FakeCupti(per_thread_buffers=False)
+    floor = floor_profiler(f"floor:{recipe}", lib=load_cupti(fake))
+    floor.start("ignored", data="tree")
+    assert fake.latency is timestamps
+    assert fake.per_thread_buffers is per_thread
+    for _ in range(50):
+        with floor.scope("step"):
+            floor.enter_scope("layer")
+            fake.launch("tiny")
+            floor.exit_scope("layer")
+    floor.finalize()
+    assert fake.latency is False
+    assert floor.records_bytes > 0            # the kernel records reached the floor's buffers
+    assert not floor._buffers                 # every buffer came back ...
+    assert 1 <= len(floor._pool) <= 2         # ... to a pool that reuses them
+
+
+def test_an_unknown_floor_recipe_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown floor recipe 'api'"):
+        Floor("api")
