@@ -8,7 +8,9 @@
 #             GPU_TESTS: test paths (default tests/gpu)
 #   upstream  Proton's suite against ours through tests/upstream/run.py (carry .upstream/third_party
 #             and .upstream/wheels-cp312)           -> upstream.txt, upstream-h200.json (the run's
-#             record: commit it as tests/upstream/results/h200.json)
+#             record: commit it as tests/upstream/results/h200.json), upstream-failures.txt (the
+#             exception lines), upstream-failed-files.tgz (what the failing tests wrote);
+#             UPSTREAM_IMPLS="ours real" also runs the suite against the real triton.profiler
 #   overhead  bench/overhead.py                      -> overhead-h200.json, overhead.txt
 #   models    bench/models.py                        -> models-h200.json, models.txt
 #   threads   bench/threads.py (THREADS: counts)     -> threads-h200.json, threads.txt
@@ -42,11 +44,28 @@ step_tests() {
 UPSTREAM_FILES="test_api.py test_profile.py test_cmd.py test_viewer.py test_lib.py test_instrumentation.py test_override.py"
 
 step_upstream() {
-  local dir=/tmp/upstream_run
-  PROTON_UPSTREAM_IMPLS=ours PROTON_UPSTREAM_RUN_TIMEOUT=${UPSTREAM_TIMEOUT:-270} \
-    bash tests/upstream/run_on_gpu.sh "$dir" ${UPSTREAM_ARGS:---files $UPSTREAM_FILES} > "$OUT/upstream.txt" 2>&1
+  local dir=/tmp/upstream_run bt=/tmp/upstream_basetemp
+  PROTON_UPSTREAM_IMPLS=${UPSTREAM_IMPLS:-ours} PROTON_UPSTREAM_RUN_TIMEOUT=${UPSTREAM_TIMEOUT:-270} \
+    bash tests/upstream/run_on_gpu.sh "$dir" ${UPSTREAM_ARGS:---files $UPSTREAM_FILES} -- --basetemp=$bt \
+    > "$OUT/upstream.txt" 2>&1
   cp "$dir/results-ours.json" "$OUT/upstream-h200.json" 2>/dev/null
   sed -n '/^\[ours/,$p' "$dir/ours.txt" >> "$OUT/upstream.txt" 2>/dev/null
+  # each failure's exception lines, and the files its test wrote (tmp_path under the basetemp)
+  grep -h -B2 -A12 "^E  " "$dir"/*.txt >> "$OUT/upstream-failures.txt" 2>/dev/null
+  python3 - "$dir/results-ours.json" "$bt" "$OUT/upstream-failed-files.tgz" <<'PY'
+import json, os, sys, tarfile
+results, basetemp, out = sys.argv[1:]
+try:
+    failures = json.load(open(results))["failures"]
+except (OSError, ValueError, KeyError):
+    sys.exit(0)
+dirs = [os.path.join(basetemp, d) for d in sorted(os.listdir(basetemp)) if os.path.isdir(os.path.join(basetemp, d))
+        and any(d.startswith(f.split("::")[-1].split("[")[0][:30]) for f in failures)] if os.path.isdir(basetemp) else []
+if dirs:
+    with tarfile.open(out, "w:gz") as tar:
+        for d in dirs:
+            tar.add(d, arcname=os.path.basename(d))
+PY
   tail -n 40 "$OUT/upstream.txt"
 }
 
