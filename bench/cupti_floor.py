@@ -12,6 +12,7 @@ switches CUPTI on and off. Its recipes are:
 * ``ours``: the CUPTI configuration proton_ctypes runs its default (shadow) context on:
   kernel records, one activity buffer per launching thread, and latency timestamps (each
   kernel's ``queued`` time, which the join reads). No Python of proton_ctypes runs at all.
+* ``per_thread``: ``ours`` without the latency timestamps (a probe switches them on later).
 
 Buffers are recycled from a small pool and never read. The scopes and states do nothing:
 writing them down is the profiler's cost, not CUPTI's.
@@ -26,7 +27,7 @@ import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: the recipes by name (see the module doc): (per-thread buffers, latency timestamps)
-RECIPES = {"kernels": (False, False), "ours": (True, True)}
+RECIPES = {"kernels": (False, False), "ours": (True, True), "per_thread": (True, False)}
 #: bytes per activity buffer and CUPTI's alignment for them
 BUFFER_BYTES = 8 * 1024 * 1024
 BUFFER_ALIGN = 8
@@ -35,7 +36,7 @@ BUFFER_ALIGN = 8
 class Floor:
     """CUPTI switched on (kernel records, the recipe's options) between ``start`` and ``finalize``."""
 
-    def __init__(self, recipe: str, lib=None):
+    def __init__(self, recipe: str, lib=None, keep_records: bool = False):
         if recipe not in RECIPES:
             raise ValueError(f"unknown floor recipe {recipe!r} (one of {sorted(RECIPES)})")
         self.recipe = recipe
@@ -45,6 +46,8 @@ class Floor:
         self._callbacks = None
         self._registered = False
         self.records_bytes = 0
+        #: with ``keep_records``: ``(owner thread, queued, start)`` of every kernel record (probes)
+        self.kernels = [] if keep_records else None
 
     # ------------------------------------------------------------------ CUPTI buffers
     def _on_request(self, buffer, size, max_records) -> None:
@@ -54,7 +57,7 @@ class Floor:
                 raw = ctypes.create_string_buffer(BUFFER_BYTES + BUFFER_ALIGN)
                 address = (ctypes.addressof(raw) + BUFFER_ALIGN - 1) // BUFFER_ALIGN * BUFFER_ALIGN
                 buf = (address, raw)
-            self._buffers[buf[0]] = buf
+            self._buffers[buf[0]] = buf + (threading.get_native_id(),)
         buffer[0] = buf[0]
         size[0] = BUFFER_BYTES
         max_records[0] = 0
@@ -62,9 +65,24 @@ class Floor:
     def _on_complete(self, context, stream_id, buffer, size, valid) -> None:
         with self._lock:
             buf = self._buffers.pop(buffer, None)
-            if buf is not None:
-                self._pool.append(buf)
             self.records_bytes += valid
+        if buf is None:
+            return
+        if self.kernels is not None and valid:
+            self._keep(buffer, valid, buf[2])
+        with self._lock:
+            self._pool.append(buf[:2])
+
+    def _keep(self, address: int, valid: int, owner: int) -> None:
+        from proton_ctypes.backends.nvidia import layout
+
+        fields = {name: (np_type, offset) for name, np_type, offset in layout.KERNEL_FIELDS}
+        for offset in self._lib.record_offsets(address, valid):
+            at = address + offset
+            if ctypes.c_uint32.from_address(at).value in layout.KERNEL_KINDS:
+                queued = ctypes.c_uint64.from_address(at + fields["queued"][1]).value
+                start = ctypes.c_uint64.from_address(at + fields["start"][1]).value
+                self.kernels.append((owner, queued, start))
 
     # ------------------------------------------------------------------ the profiler API the benches call
     def start(self, name=None, **kwargs) -> int:

@@ -35,3 +35,24 @@ def test_floor_switches_on_kernel_records_with_its_recipes_options_and_off_at_fi
 def test_an_unknown_floor_recipe_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown floor recipe 'api'"):
         Floor("api")
+
+
+def test_kept_kernel_records_name_their_launching_thread_and_carry_queued_only_while_timestamps_are_on():
+    import threading
+
+    fake = FakeCupti()
+    floor = Floor("per_thread", lib=load_cupti(fake), keep_records=True)
+    floor.start()
+    for _ in range(3):
+        fake.launch("tiny")
+    floor._lib.enable_latency_timestamps(True)
+    other = threading.Thread(target=lambda: [fake.launch("tiny") for _ in range(2)])
+    other.start()
+    other.join()
+    fake.launch("tiny")
+    floor.finalize()
+    me = threading.get_native_id()
+    mine = sorted((start, queued) for owner, queued, start in floor.kernels if owner == me)
+    theirs = [queued for owner, queued, _ in floor.kernels if owner != me]
+    assert [q != 0 for _, q in mine] == [False, False, False, True]
+    assert len(theirs) == 2 and all(theirs)

@@ -17,6 +17,8 @@
 #   longrun   bench/longrun.py                       -> longrun-h200.json, longrun.txt
 #   apicost   bench/api_cost.py (CPU per call/launch/step; APICOST_ARGS, e.g. "--impls proton,proton_ctypes
 #             --context python")                    -> api_cost-h200.json, api_cost.txt
+#   probe     tests/gpu/probe_latency_toggle.py: CUPTI latency timestamps switched on mid-session
+#             -> latency_probe.json
 #   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
 #             context="python" case under proton_ctypes), native frames, every thread
 #             -> pyspy.txt (collapsed stacks, the top of them in the output)
@@ -98,8 +100,10 @@ for step in $STEPS; do
     threads) bench_step threads "${THREADS_TIMEOUT:-540}" python3 bench/threads.py --threads "${THREADS:-4,8,16}" \
                --rounds "$ROUNDS" ${THREADS_ARGS:-} ;;
     pyspy) step_pyspy ;;
+    probe) timeout "${PROBE_TIMEOUT:-120}" python3 tests/gpu/probe_latency_toggle.py > "$OUT/latency_probe.json" 2>&1
+           echo "probe rc=$?"; cat "$OUT/latency_probe.json" ;;
     longrun) bench_step longrun "${LONGRUN_TIMEOUT:-540}" python3 bench/longrun.py ${LONGRUN_ARGS:-} ;;
     apicost) bench_step api_cost "${APICOST_TIMEOUT:-420}" python3 bench/api_cost.py --rounds "$ROUNDS" ${APICOST_ARGS:-} ;;
-    *) echo "unknown step $step (tests upstream overhead models threads longrun pyspy apicost)"; exit 2 ;;
+    *) echo "unknown step $step (tests upstream overhead models threads longrun pyspy apicost probe)"; exit 2 ;;
   esac
 done
