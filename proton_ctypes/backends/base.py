@@ -144,6 +144,13 @@ class Backend:
         """
         raise NotImplementedError(f"{type(self).__name__}.start")
 
+    def context_in_use(self, now_ns: int) -> None:
+        """The engine's notice that from ``now_ns`` (``time.time_ns()``) on, kernels may need their
+        launch time: a thread made its views (its first event after the sessions changed), a
+        session was activated, deactivated or advanced its phase, or another session started.
+        Called at every such change, so it must be cheap when there is nothing to do; never from
+        a path a kernel launch takes. Default: nothing (a backend that always has launch times)."""
+
     def flush(self) -> None:
         """Deliver every record completed so far to the sink (synchronising the device first)."""
 

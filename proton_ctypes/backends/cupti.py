@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import threading
 import time
 import warnings
 from typing import Callable, Iterable, Optional
@@ -39,7 +40,7 @@ from .base import DEFAULT_FLUSH_INTERVAL_S, Backend
 from .modes import NO_MODE, Mode
 from .nvidia import nvtx
 from .nvidia.activity import (LAUNCH_FROM_API, LAUNCH_FROM_KERNEL, calibrate_clock, choose_attribution,
-                              choose_launch_source, enable_activity)
+                              choose_launch_source, enable_activity, lazy_timestamps)
 from .nvidia.buffers import DEFAULT_BUFFER_BYTES, LIMIT_ENV, MIB, BufferPool
 from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub, torch_profiler_active
 from .nvidia.collector import Collector
@@ -102,6 +103,9 @@ class CuptiBackend(Backend):
         self._enabled_kinds = []
         self._warned = set()
         self._atexit = False
+        #: lazy latency timestamps still off, waiting for the first context change
+        self._lazy_waiting = False
+        self._lazy_lock = threading.Lock()
 
     # ------------------------------------------------------------------ Backend protocol
     def lost(self) -> list:
@@ -260,6 +264,9 @@ class CuptiBackend(Backend):
         lib.set_thread_id_type(THREAD_ID_TYPE_SYSTEM)
         self.collector.begin(self._hub, sink, self.clock_offset_ns, extcorr=self.attribution == "extcorr",
                              launch_source=self.launch_source, per_thread_buffers=per_thread)
+        if self.launch_source == LAUNCH_FROM_KERNEL and python_context is None and lazy_timestamps():
+            lib.enable_latency_timestamps(False)
+            self.collector.joiner.lazy = self._lazy_waiting = True
         self._hub.enable_graph_callbacks()
         if self.launch_source == LAUNCH_FROM_KERNEL:
             self._hub.enable_graph_launch_callbacks()
@@ -287,6 +294,18 @@ class CuptiBackend(Backend):
             return
         self._nvtx_injected = nvtx.inject(lib.path)
 
+    def context_in_use(self, now_ns: int) -> None:
+        """Lazy latency timestamps (:func:`.nvidia.activity.lazy_timestamps`): the first context
+        change switches them on; the kernels left unstamped get launch times before ``now_ns``."""
+        if not self._lazy_waiting:
+            return
+        with self._lazy_lock:
+            if not self._lazy_waiting:
+                return
+            self._lazy_waiting = False
+            self.collector.joiner.lazy_bound_ns = int(now_ns)
+            self.lib.enable_latency_timestamps(True)
+
     def _enable_activity(self, lib: CuptiLib) -> None:
         """The activity kinds of the launch source (:func:`.nvidia.activity.enable_activity`); a separate
         method so that a diagnostic can switch on less (bench/overhead.py)."""
@@ -309,6 +328,8 @@ class CuptiBackend(Backend):
                 except Exception as e:
                     self._warn_once("sync", f"proton_ctypes: device synchronisation failed at stop: {e!r}")
             t2 = clock()
+            with self._lazy_lock:
+                self._lazy_waiting = False
             for kind in self._enabled_kinds:
                 self.lib.disable_kind(kind)
             self._enabled_kinds = []

@@ -124,6 +124,8 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
                       _python_context() if context == "python" else None)
     _users[backend_name] = _users.get(backend_name, 0) + 1
     s = Session(next(_ids), name, context, data, backend, backend_name, mode)
+    if _users[backend_name] > 1:           # the backend's other sessions were there before it
+        backend.context_in_use(s.win_on[0])
     s.lost_at_start = backend_losses(backend)
     with G.lock:
         G.sessions[s.id] = s

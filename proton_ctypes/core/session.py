@@ -69,6 +69,7 @@ class Session:
         if on == self.active:
             return
         now = time.time_ns()
+        self.backend.context_in_use(now)
         if on:
             self.win_on.append(now)
             self.win_off.append(FAR_FUTURE)
@@ -80,7 +81,9 @@ class Session:
     def advance_phase(self) -> int:
         """Close the current phase and open the next one; return its number."""
         self.phase += 1
-        self.phase_t.append(time.time_ns())
+        now = time.time_ns()
+        self.backend.context_in_use(now)
+        self.phase_t.append(now)
         self.current = self.phases[self.phase] = PhaseData()
         return self.phase
 

@@ -105,6 +105,8 @@ def resync(ctx: ThreadCtx) -> None:
     """Retire the thread's views and regroup the active shadow sessions into new ones."""
     with G.lock:
         now = time_ns()
+        for backend in {s.backend for s in G.active}:   # views log from now on: launches need times
+            backend.context_in_use(now)
         epoch = G.epoch
         active = [s for s in G.active if s.context != "python"]
         stacks = {}

@@ -276,7 +276,8 @@ class Collector:
 
     def _check_api_records(self) -> None:
         stats = self.joiner.stats
-        if stats["kernels"] < MIN_KERNELS_FOR_API_CHECK or stats["api_matched"] or stats["owner_matched"]:
+        if (stats["kernels"] < MIN_KERNELS_FOR_API_CHECK or stats["api_matched"] or stats["owner_matched"]
+                or stats["lazy_matched"]):
             return
         if self.launch_source == LAUNCH_FROM_API:
             self.warn_once("api", "proton_ctypes: CUPTI delivered kernel records but no launch-API records; "

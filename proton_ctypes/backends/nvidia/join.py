@@ -106,8 +106,14 @@ class Joiner:
         self._held = None
         self._names = {}
         self._newest_ns = 0
+        #: lazy latency timestamps (:meth:`~proton_ctypes.backends.cupti.CuptiBackend.context_in_use`):
+        #: kernels of known owner left unstamped get a launch time from their record
+        self.lazy = False
+        #: ... no later than just before the first context change (``time_ns``), once there was one
+        self.lazy_bound_ns = None
         #: Counters for diagnostics and the finalize report.
-        self.stats = {"kernels": 0, "api_matched": 0, "owner_matched": 0, "api_missing": 0, "invalid_time": 0,
+        self.stats = {"kernels": 0, "api_matched": 0, "owner_matched": 0, "lazy_matched": 0, "api_missing": 0,
+                      "invalid_time": 0,
                       "py_by_corr": 0, "py_by_time": 0, "ext_matched": 0, "api_records": 0, "graph_launches": 0}
 
     # ------------------------------------------------------------------ inputs
@@ -183,16 +189,26 @@ class Joiner:
         batch["name_id"] = self._name_ids(k["name"])
         found, row = self.api.lookup(corr)
         stamped = _stamped(k) & ~found
+        lazy = _unstamped(k) & ~found if self.lazy else np.zeros(n, bool)
         self.stats["kernels"] += n
         self.stats["api_matched"] += int(found.sum())
         self.stats["owner_matched"] += int(stamped.sum())
-        self.stats["api_missing"] += int(n - found.sum() - stamped.sum())
+        self.stats["lazy_matched"] += int(lazy.sum())
+        self.stats["api_missing"] += int(n - found.sum() - stamped.sum() - lazy.sum())
         batch["tid"][found] = self.api.cols["tid"][row[found]]
         launch = batch["start_ns"].copy()
         launch[found] = self.api.cols["start"][row[found]] - off
         if stamped.any():
             batch["tid"][stamped] = k["owner"][stamped]
             launch[stamped] = k["queued"][stamped].astype(np.int64) - off
+        if lazy.any():
+            # launched before the first context change (no thread had a scope, no session had
+            # changed), at or before the kernel's start: any time in [launch, change) has the
+            # same context, and no view covers a time before the change
+            batch["tid"][lazy] = k["owner"][lazy]
+            bound = self.lazy_bound_ns
+            if bound is not None:
+                launch[lazy] = np.minimum(launch[lazy], bound - 1)
         batch["launch_ns"] = launch
         single = k["graphNodeId"] == 0          # one kernel per launch: its entries can go now
         if len(self.ext):
@@ -292,6 +308,14 @@ def _valid_rows(k: dict, stats: dict):
         stats["invalid_time"] += bad
         return _take(k, ok)
     return k
+
+
+def _unstamped(k: dict) -> np.ndarray:
+    """Kernel rows of a known owner thread without a ``queued`` time, not replayed from a graph:
+    launched while latency timestamps were off (lazy timestamps)."""
+    if "queued" not in k or "owner" not in k:
+        return np.zeros(k["start"].size, bool)
+    return (k["queued"] == 0) & (k["owner"] >= 0) & (k["graphNodeId"] == 0)
 
 
 def _stamped(k: dict) -> np.ndarray:
