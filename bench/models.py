@@ -35,7 +35,8 @@ every call path (random seeds fixed).
 kernel records with no profiler, the floor under every CUPTI profiler, and the CUPTI
 configuration proton_ctypes runs on (per-thread buffers, latency timestamps). Their rows are
 ``bare`` rows with a ``floor`` key; their ``ratio_to_proton`` is the least a CUPTI kernel
-profiler could reach on the case.
+profiler could reach on the case. ``proton_ctypes:lazy`` runs proton_ctypes with lazy latency
+timestamps (``PROTON_CTYPES_LAZY_TIMESTAMPS=1``; its rows carry ``"variant": "lazy"``).
 """
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the switch of lazy latency timestamps (proton_ctypes.backends.nvidia.activity; not imported here:
+#: the Proton worker never imports proton_ctypes)
+LAZY_TIMESTAMPS_ENV = "PROTON_CTYPES_LAZY_TIMESTAMPS"
 IMPLS = ("proton", "proton_ctypes")
 TRANSFORMER = dict(layers=6, d_model=512, heads=8, ff=2048, batch=32, tokens=128)
 DYNAMIC_POINTS = 2000
@@ -247,6 +251,8 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
         from cupti_floor import floor_profiler
         proton = floor_profiler(impl)
     else:
+        if impl == "proton_ctypes:lazy":
+            os.environ[LAZY_TIMESTAMPS_ENV] = "1"
         sys.path.insert(0, ROOT)
         import proton_ctypes as proton
     tmp = tempfile.mkdtemp()
@@ -353,7 +359,9 @@ def summarize(runs: dict, cases: list) -> tuple:
             if not rs:
                 continue
             floor = impl.split(":", 1)[1] if impl.startswith("floor:") else None
-            row = {"case": case, "impl": "bare" if floor else impl, **({"floor": floor} if floor else {}),
+            variant = impl.split(":", 1)[1] if impl.startswith("proton_ctypes:") else None
+            row = {"case": case, "impl": "bare" if floor else impl.split(":")[0], **({"floor": floor} if floor else {}),
+                   **({"variant": variant} if variant else {}),
                    "us_per_op": round(statistics.median([w / x["steps"] * 1e6 for x in rs for w in x["wall_s"]]), 1),
                    "overhead_us": round(over[impl], 1),
                    "ratio_to_proton": round(over[impl] / ref, 3) if ref and ref > 0 else None,
@@ -364,7 +372,7 @@ def summarize(runs: dict, cases: list) -> tuple:
                                            if impl in cpu_over and cpu_over.get("proton", 0) > 0 else None),
                    "session_first_steps_overhead_us": round(statistics.median(_warm(rs)), 1) if _warm(rs) else None,
                    "kernels": sum(rs[-1]["paths"].values()) if not floor else None, "expected_kernels": expected}
-            if impl == "proton_ctypes" and got.get("proton"):
+            if impl.startswith("proton_ctypes") and got.get("proton"):
                 ok = compare(rs[-1], got["proton"][-1], case in TIMED_CASES)
                 row["paths_match"] = ok
                 if not ok:
@@ -420,7 +428,8 @@ def main() -> None:
     for row in rows:
         ratio = row["ratio_to_proton"]
         kern = f"{row.get('kernels', '')}/{row.get('expected_kernels', '')}" if "kernels" in row else ""
-        label = row["impl"] + (f" {row['floor']} floor" if "floor" in row else "")
+        label = row["impl"] + (f" {row['floor']} floor" if "floor" in row else "") + (
+            f":{row['variant']}" if "variant" in row else "")
         print(f"{row['case'][:48]:48s} {label:14s} {row['us_per_op']:9.1f} "
               f"{'' if row['overhead_us'] is None else format(row['overhead_us'], '+9.1f'):>9s} "
               f"{'' if ratio is None else format(ratio, '9.2f'):>9s} "
