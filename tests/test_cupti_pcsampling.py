@@ -1,10 +1,11 @@
 """``mode="pcsampling"`` on the CUPTI backend over the fake PC Sampling API (real byte layouts)."""
+import re
 import warnings
 
 import pytest
 
 import proton_ctypes as proton
-from conftest import find, parsed, read_tree
+from conftest import find, flat, parsed, read_tree
 from fakes.fake_cupti import FakeDriver
 from fakes.fake_cupti_pcsampling import FakeCuptiPC
 from proton_ctypes.backends import select
@@ -134,6 +135,50 @@ def test_hook_triton_op_is_the_kernel_node(fake):
     root, _ = read_tree("op.hatchet")
     kernel = find(root, "matmul_kernel")
     assert [c["frame"]["name"] for c in kernel["children"]] == ["/src/mm.py:42@matmul_kernel"]
+
+
+def test_samples_of_a_kernel_still_queued_at_its_stop_go_to_its_own_launch_not_the_next(fake):
+    """A short kernel may not have run yet when its launch call returns and its range stops; its
+    samples then come with the next launch's range (as Proton's test_pcsampling meets with a
+    1024-element torch fill on an H200)."""
+    proton.start("late", backend="cupti", mode="pcsampling")
+    with proton.scope("init"):
+        fake.launch_sampled("fill", [])
+    with proton.scope("test"):
+        fake.launch_with_late_samples("foo", late=[("fill", 48, [(3, 4)])], pcs=[(48, [(3, 5)])])
+        fake.launch_sampled("foo", [(48, [(3, 1)])])
+    proton.finalize()
+    root, _ = read_tree("late.hatchet")
+    assert find(root, "init", "fill")["metrics"]["num_samples"] == 4
+    assert find(root, "test", "foo")["metrics"]["num_samples"] == 6
+    assert [c["frame"]["name"] for c in find(root, "test")["children"]] == ["foo"]
+
+
+def test_samples_of_a_function_never_launched_while_sampling_stay_with_the_launch_they_came_with(fake):
+    proton.start("unknown", backend="cupti", mode="pcsampling")
+    with proton.scope("test"):
+        fake.launch_with_late_samples("foo", late=[("before_the_session", 48, [(3, 2)])])
+    proton.finalize()
+    root, _ = read_tree("unknown.hatchet")
+    assert find(root, "test", "before_the_session")["metrics"]["num_samples"] == 2
+
+
+def test_python_context_samples_land_on_the_kernel_node_of_the_launching_stack(fake):
+    """The samples' node is the kernel's: the launching program's frames, none of the profiler's."""
+    proton.start("py", backend="cupti", mode="pcsampling", context="python")
+
+    def user_launch():
+        fake.launch_sampled("k", [(48, [(3, 4)])])
+    user_launch()
+    proton.finalize()
+    nodes = flat(read_tree("py.hatchet")[0])
+    sampled = [path for path, m in nodes.items() if "num_samples" in m and path != ""]
+    kernel = [path for path, m in nodes.items() if "count" in m]
+    assert len(sampled) == 1 and len(kernel) == 1
+    assert "proton_ctypes" not in sampled[0] and "user_launch" in sampled[0]
+    # the same frames as the kernel's node; only the fake's ENTER and EXIT callbacks come from
+    # two lines of its _api_call (a real launch calls both from one C call)
+    assert re.sub(r":\d+@", ":@", sampled[0]) == re.sub(r":\d+@", ":@", kernel[0])
 
 
 def test_cupti_errors_carry_the_vendor_string():

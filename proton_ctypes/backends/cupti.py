@@ -375,7 +375,7 @@ class CuptiBackend(Backend):
             raise RuntimeError("[PROTON] CuptiProfiler: pcsampling needs the profiler's sample attribution")
         sessions_active, attribute_samples = self.pc_attribution
         pc = PCSampler(lib, pc_sampling_period(self.mode.interval), self._synchronize,
-                       lambda groups: attribute_samples(self, groups))
+                       lambda groups, symbol: attribute_samples(self, groups, symbol))
         pc.active = lambda: sessions_active(self)
         return pc
 

@@ -226,6 +226,22 @@ class FakeCuptiPC(FakeCupti):
         self._pending = [(crc, off, name, reasons) for off, reasons in pcs]
         return self.launch(name, **kwargs)
 
+    def launch_with_late_samples(self, name, late, pcs=(), crc=0, **kwargs):
+        """A launch whose sampling range also yields samples of an earlier kernel ``late``
+        (``[(function name, pc offset, [(stall index, samples)])]``): a kernel still running when
+        its own range was stopped, sampled in the next one."""
+        self._pending = ([(crc, off, fn, reasons) for fn, off, reasons in late]
+                         + [(crc, off, name, reasons) for off, reasons in pcs])
+        return self.launch(name, **kwargs)
+
+    def launch(self, name="tiny", **kwargs):
+        """A launch whose callbacks name the kernel (``CUpti_CallbackData.symbolName``)."""
+        self._launching = name
+        try:
+            return super().launch(name, **kwargs)
+        finally:
+            self._launching = None
+
     # ================================================================== internals
     def _fill(self):
         """Write the next chunk of pending PCs into the configured CUpti_PCSamplingData."""
@@ -251,8 +267,10 @@ class FakeCuptiPC(FakeCupti):
         return self._function_ids.setdefault(name, len(self._function_ids))
 
     def _callback(self, domain, cbid, site, corr):
-        """Launch callbacks carry a context (CUpti_CallbackData.context at 40)."""
+        """Launch callbacks carry a context (CUpti_CallbackData.context at 40) and the kernel's
+        name (``symbolName`` at 32)."""
         if self.subscriber is None or (domain, cbid) not in self.enabled_callbacks:
             return
-        data = ctypes.create_string_buffer(CALLBACK_DATA_FORMAT.pack(site, 0, 0, 0, 0, CONTEXT, 1, 0, corr), 72)
+        symbol = self._name_pointer(self._launching) if getattr(self, "_launching", None) else 0
+        data = ctypes.create_string_buffer(CALLBACK_DATA_FORMAT.pack(site, 0, 0, 0, symbol, CONTEXT, 1, 0, corr), 72)
         self.subscriber(None, domain, cbid, ctypes.addressof(data))

@@ -21,7 +21,11 @@ What Proton's ``CuptiPCSampling`` does, and so what this does:
   (+samples, or +0 for a ``*_not_issued`` reason).
 
 The kernel node is the node the kernel's activity record lands on: the launch op itself
-under ``hook="triton"``, else ``<context at launch>/<function name>``.
+under ``hook="triton"``, else ``<context at launch>/<function name>``. A range is stopped when
+the launch call returns, and a short kernel may still be queued then: its samples come with
+a later launch's range. Proton files them under that later launch; here samples of a function
+other than the one just launched go to the node of that function's latest launch on the
+thread (:mod:`proton_ctypes.core.pc_samples`), the kernel they were taken in.
 """
 from __future__ import annotations
 
@@ -151,8 +155,10 @@ class PCSampler:
     """PC sampling for one CUPTI backend (see the module docstring)."""
 
     def __init__(self, lib: CuptiLib, sampling_period: int, sync, on_samples):
-        """``sync()`` synchronises the current context; ``on_samples(groups)`` receives
-        ``{(function name, frame or None): int64[20]}`` on the launching thread."""
+        """``sync()`` synchronises the current context; ``on_samples(groups, symbol)`` receives,
+        on the launching thread at the end of every sampled launch, the range's samples
+        ``{(function name, frame or None): int64[20]}`` and the launched kernel's name (the
+        callback's ``symbolName``, None when CUPTI gives none)."""
         self.lib = lib
         self.sampling_period = int(sampling_period)
         self.sync = sync
@@ -188,10 +194,10 @@ class PCSampler:
                 if ctypes.c_int.from_address(data + L.CALLBACK_SITE_OFFSET).value == L.CB_SITE_ENTER:
                     if self.active():
                         self.start(ctx)
-                else:
+                elif self.started:
                     groups = self.stop(ctx)
-                    if groups:
-                        self.on_samples(groups)
+                    symbol = ctypes.c_void_p.from_address(data + L.CALLBACK_SYMBOL_OFFSET).value
+                    self.on_samples(groups, ctypes.string_at(symbol).decode(errors="replace") if symbol else None)
             elif domain == CB_DOMAIN_RESOURCE:
                 self.on_resource(cbid, data)
         except Exception as e:
