@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from fakes import fake_cupti  # noqa: E402
 
 from proton_ctypes.backends.nvidia import layout as L  # noqa: E402
+from proton_ctypes.backends.nvidia import pcsampling_layout as PL  # noqa: E402
 from proton_ctypes.backends.nvidia import lib as cupti_lib  # noqa: E402
 
 #: the driver's stream-capture callbacks, begin then end, by their names in cupti_driver_cbid.h
@@ -61,7 +62,8 @@ def _program():
               "F(CUpti_ResourceData, resourceDescriptor);", "S(CUpti_GraphData);",
               "F(CUpti_GraphData, graph);", "F(CUpti_GraphData, node);", "F(CUpti_GraphData, originalNode);",
               "F(CUpti_GraphData, originalGraph);", "F(CUpti_GraphData, graphExec);",
-              "F(CUpti_CallbackData, functionParams);", "F(CUpti_NvtxData, functionParams);"]
+              "F(CUpti_CallbackData, functionParams);", "F(CUpti_NvtxData, functionParams);",
+              "F(CUpti_CallbackData, symbolName);", "F(CUpti_CallbackData, context);"]
     enums = ["CUPTI_API_VERSION", "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_DRIVER", "CUPTI_ACTIVITY_KIND_RUNTIME",
              "CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION", "CUPTI_ERROR_MAX_LIMIT_REACHED",
              "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", "CUPTI_ACTIVITY_FLAG_FLUSH_FORCED",
@@ -144,6 +146,8 @@ def test_backend_callback_struct_offsets_match(header_facts):
     assert f[("CUpti_GraphData", "graphExec")][0] == L.GRAPHDATA_GRAPH_EXEC_OFFSET
     assert f[("CUpti_CallbackData", "functionParams")][0] == L.CALLBACK_PARAMS_OFFSET
     assert f[("CUpti_NvtxData", "functionParams")][0] == L.NVTXDATA_PARAMS_OFFSET
+    assert f[("CUpti_CallbackData", "symbolName")][0] == PL.CALLBACK_SYMBOL_OFFSET
+    assert f[("CUpti_CallbackData", "context")][0] == PL.CALLBACK_CONTEXT_OFFSET
 
 
 def test_backend_constants_match_the_enums(header_facts):
