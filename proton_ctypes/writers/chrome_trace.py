@@ -143,15 +143,16 @@ def dumps(pd: PhaseData) -> str:
         k0 = int(kernels.start.min())
         base = k0 if base is None else min(base, k0)
     scope_order = np.lexsort((s_start, s_lane)).tolist()
+    s_ts = _texts((s_start - base) / 1000)      # the scopes' ts: their events and their flows' starts
     out = []
     if kernels is None:
-        _cpu_events(out, scopes, scope_order, s_start, s_end, base, cache)
+        _cpu_events(out, scopes, scope_order, s_ts, s_start, s_end, cache)
     else:
         graph = _graph_scopes(kernels, cache)
         _lane_metadata(out, sorted(set(s_lane.tolist())), sorted(graph), kernels.streams)
-        _cpu_events(out, scopes, scope_order, s_start, s_end, base, cache)
+        _cpu_events(out, scopes, scope_order, s_ts, s_start, s_end, cache)
         _graph_events(out, graph, base)
-        _flows_and_kernels(out, kernels, scopes, s_lane, s_start, s_end, base, cache)
+        _flows_and_kernels(out, kernels, scopes, s_lane, s_ts, s_start, s_end, base, cache)
     return f'{{"baseTimeNanoseconds":{base},"displayTimeUnit":"us","traceEvents":[{",".join(out)}]}}\n'
 
 
@@ -162,8 +163,7 @@ def _texts(us: np.ndarray) -> list:
     return list(map(fmt, us.tolist()))
 
 
-def _cpu_events(out, scopes, order, s_start, s_end, base, cache) -> None:
-    ts = _texts((s_start - base) / 1000)
+def _cpu_events(out, scopes, order, ts, s_start, s_end, cache) -> None:
     dur = _texts((s_end - s_start) / 1000)
     append = out.append
     for i in order:
@@ -336,11 +336,10 @@ def _launch_scopes(k: _Kernels, s_lane, s_start, s_end):
     return found, event_id
 
 
-def _flows_and_kernels(out, k: _Kernels, scopes, s_lane, s_start, s_end, base, cache) -> None:
+def _flows_and_kernels(out, k: _Kernels, scopes, s_lane, s_ts, s_start, s_end, base, cache) -> None:
     found, event_id = _launch_scopes(k, s_lane, s_start, s_end)
     ts = _texts((k.start - base) / 1000)
     dur = _texts((k.end - k.start) / 1000)
-    s_ts = _texts((s_start - base) / 1000)
     stream_l, node_l, found_l = k.stream.tolist(), k.node.tolist(), found.tolist()
     linked = k.linked.tolist()
     event_l = event_id.tolist()
