@@ -102,14 +102,12 @@ def _trace_lanes(session: Session, rows: np.ndarray) -> np.ndarray:
     """The session's trace number of each row's launching thread (-1: unknown); a thread
     seen for the first time gets the next number, in order of first launch."""
     tids = rows["tid"].astype(np.int64)
-    uniq, first = np.unique(tids, return_index=True)
-    table = {}
+    uniq, first, inverse = np.unique(tids, return_index=True, return_inverse=True)
+    lanes = np.empty(len(uniq), dtype=np.int64)
     for i in np.argsort(first, kind="stable").tolist():
         tid = int(uniq[i])
-        table[tid] = session.trace_launcher(tid) if tid >= 0 else -1
-    if len(uniq) == 1:
-        return np.full(len(tids), table[int(uniq[0])], dtype=np.int64)
-    return np.array([table[t] for t in tids.tolist()], dtype=np.int64)
+        lanes[i] = session.trace_launcher(tid) if tid >= 0 else -1
+    return lanes[inverse.reshape(-1)]
 
 
 def _names(rows: np.ndarray) -> np.ndarray:
