@@ -245,3 +245,27 @@ def test_a_new_thread_with_a_reused_native_id_does_not_inherit_the_dead_threads_
     assert find(root, "new")["metrics"]["count"] == 1
     assert find(root, "fresh", "newer")["metrics"]["count"] == 1
     assert sorted(child_names(find(root, "dead"))) == ["old"]
+
+
+def test_grafting_a_batch_of_replayed_rows_equals_grafting_each_row_alone():
+    """graft groups the rows by (replay path, capture path); ops (negative codes) on either side."""
+    import numpy as np
+
+    from proton_ctypes.tree import callpath, kernels
+    from proton_ctypes.tree.codes import node_of, op_code
+
+    a = callpath.child(callpath.ROOT, "replay_a")
+    b = callpath.child(callpath.ROOT, "capture_b")
+    c = callpath.child(a, "op_c")
+    rng = np.random.default_rng(7)
+    choices = np.array([a, b, c, op_code(c), op_code(b), callpath.ROOT], dtype=np.int64)
+    codes = rng.choice(choices, 500)
+    caps = rng.choice(choices, 500)
+    has = rng.random(500) < 0.7
+    got = kernels.graft(codes, caps, has)
+    for i in range(500):
+        if not has[i]:
+            assert got[i] == codes[i]
+            continue
+        node = callpath.graft(node_of(int(codes[i])), node_of(int(caps[i])))
+        assert got[i] == (op_code(node) if caps[i] < 0 else node)

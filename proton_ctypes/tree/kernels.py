@@ -17,6 +17,11 @@ from .codes import node_of, op_code
 from .phase import KernelRecords, PhaseData
 
 
+#: codes (nodes, and ``-(node+1)`` for ops) lie in [-_HALF, _HALF): a pair of them is one int64 key
+_HALF = 1 << 30
+_SPAN = 1 << 31
+
+
 def graft(codes: np.ndarray, cap_codes: np.ndarray, has_cap: np.ndarray) -> np.ndarray:
     """Codes of graph-replayed rows (``has_cap``): the capture-time path (``cap_codes``) grafted
     below the replay-time path (``codes``) under ``<captured_at>``; other rows unchanged.  A
@@ -24,14 +29,16 @@ def graft(codes: np.ndarray, cap_codes: np.ndarray, has_cap: np.ndarray) -> np.n
     if not has_cap.any():
         return codes
     codes = codes.copy()
-    pairs = {}
-    for i in np.nonzero(has_cap)[0]:
-        key = (int(codes[i]), int(cap_codes[i]))
-        node = pairs.get(key)
-        if node is None:
-            node = callpath.graft(node_of(key[0]), node_of(key[1]))
-            node = pairs[key] = op_code(node) if key[1] < 0 else node
-        codes[i] = node
+    rows = np.nonzero(has_cap)[0]
+    # Python once per distinct (replay path, capture path), never per replayed kernel
+    replay, cap = codes[rows], cap_codes[rows]
+    keys, inverse = np.unique((replay + _HALF) * _SPAN + (cap + _HALF), return_inverse=True)
+    grafted = np.empty(len(keys), dtype=np.int64)
+    for j, key in enumerate(keys.tolist()):
+        code, cap = key // _SPAN - _HALF, key % _SPAN - _HALF
+        node = callpath.graft(node_of(code), node_of(cap))
+        grafted[j] = op_code(node) if cap < 0 else node
+    codes[rows] = grafted[inverse.reshape(-1)]
     return codes
 
 
