@@ -31,13 +31,12 @@ def graft(codes: np.ndarray, cap_codes: np.ndarray, has_cap: np.ndarray) -> np.n
     codes = codes.copy()
     rows = np.nonzero(has_cap)[0]
     # Python once per distinct (replay path, capture path), never per replayed kernel
-    replay, cap = codes[rows], cap_codes[rows]
-    keys, inverse = np.unique((replay + _HALF) * _SPAN + (cap + _HALF), return_inverse=True)
+    keys, inverse = np.unique((codes[rows] + _HALF) * _SPAN + (cap_codes[rows] + _HALF), return_inverse=True)
     grafted = np.empty(len(keys), dtype=np.int64)
     for j, key in enumerate(keys.tolist()):
-        code, cap = key // _SPAN - _HALF, key % _SPAN - _HALF
-        node = callpath.graft(node_of(code), node_of(cap))
-        grafted[j] = op_code(node) if cap < 0 else node
+        replay, captured = key // _SPAN - _HALF, key % _SPAN - _HALF
+        node = callpath.graft(node_of(replay), node_of(captured))
+        grafted[j] = op_code(node) if captured < 0 else node
     codes[rows] = grafted[inverse.reshape(-1)]
     return codes
 

@@ -24,8 +24,9 @@ The kernel node is the node the kernel's activity record lands on: the launch op
 under ``hook="triton"``, else ``<context at launch>/<function name>``. A range is stopped when
 the launch call returns, and a short kernel may still be queued then: its samples come with
 a later launch's range. Proton files them under that later launch; here samples of a function
-other than the one just launched go to the node of that function's latest launch on the
-thread (:mod:`proton_ctypes.core.pc_samples`), the kernel they were taken in.
+other than the one just launched go to the node of that function's latest sampled launch
+(:mod:`proton_ctypes.core.pc_samples`; launches are sampled one at a time), the kernel they
+were taken in.
 """
 from __future__ import annotations
 
