@@ -1,5 +1,5 @@
 """A scope that adds metrics of one shape again and again reuses a plan of the stored
-entries (tree.metrics.add_planned); every result equals the one of the general path."""
+entries (tree.metric_plans.add_planned); every result equals the one of the general path."""
 import pytest
 
 import proton_ctypes as proton

@@ -20,7 +20,7 @@ from .threads import tls, thread_ctx
 from .metric_values import transform_tensor_metrics
 from .tensor_metrics import add_tensor_metrics
 from ..tree import callpath, messages
-from ..tree.metrics import add_planned
+from ..tree.metric_plans import add_planned
 
 _kids = callpath.kids
 _parent = callpath.parent

@@ -21,8 +21,8 @@ from .threads import tls, thread_ctx
 from .flags import flags
 from ..tree import callpath
 from ..tree import metrics as _tmetrics
-from ..tree.metrics import (DOUBLE, I64_MAX, I64_MIN, INT, PTY, SMALL_MAX, SMALL_MIN, add_planned,
-                            add_value)
+from ..tree.metric_plans import SMALL_MAX, SMALL_MIN, add_planned
+from ..tree.metrics import DOUBLE, I64_MAX, I64_MIN, INT, PTY, add_value
 
 _flags = flags
 

@@ -85,8 +85,8 @@ class View:
         #: a backend attributing by external correlation ids (clock fallback), else None
         self.ext = next((s.backend for s in sessions if s.backend.attribution == ATTRIBUTION_EXTCORR), None)
         self.ext_pushed = False
-        #: metric plans of this view: the launch hook's by op node (tree.metrics.plan), the
-        #: scopes' by (node, key order) (tree.metrics.add_planned)
+        #: metric plans of this view: the launch hook's by op node (tree.metric_plans.plan), the
+        #: scopes' by (node, key order) (tree.metric_plans.add_planned)
         self.plans = {}
 
     def nodes(self):

@@ -23,6 +23,7 @@ from ..core.general_path import set_state as _set_state
 from ..core.metric_values import transform_tensor_metrics
 from ..core.tensor_metrics import ensure_kernels as set_metric_kernels
 from ..core.tensor_metrics import add_tensor_metrics
+from ..tree import metric_plans
 from ..tree import metrics as tmetrics
 from ..core.states import get_metadata_state_name as metadata_state_name
 from .hook import Hook, HookManager
@@ -235,7 +236,7 @@ class LaunchHook(Hook):
             v.created[node] = time_ns()
         if plain:
             tmetrics.add(v.flexes, node, plain)
-        v.plans[node] = tmetrics.plan(v.flexes, node, lazy, _RESERVED)
+        v.plans[node] = metric_plans.plan(v.flexes, node, lazy, _RESERVED)
         return True
 
     def _enter_general(self, ctx, metadata, raw_name, md_state) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Optional
 
 from . import messages
 
@@ -279,63 +278,6 @@ def add_plain(flexes, node: int, metrics: dict) -> bool:
     return True
 
 
-#: bound of a view's plan cache (distinct (node, key order) pairs); cleared when reached
-MAX_PLANS = 1024
-#: a range every small int is in: one compare of two machine-size ints before the int64 test
-SMALL_MIN, SMALL_MAX = -(1 << 30) + 1, (1 << 30) - 1
-
-
-def add_planned(flexes, node: int, metrics: dict, plans: dict) -> bool:
-    """:func:`add_plain` for a caller that adds dicts of one shape to one node again and
-    again (``with scope("step", {...})`` in a loop): the stored entries of every flex are
-    found once and kept in ``plans`` (the caller's cache, e.g. a view's), so a repeat costs
-    one lookup plus, per key, a type check and one in-place add per flex.
-
-    A dict whose values do not all have the planned types takes :func:`add_plain` (so
-    errors and their order are Proton's).  Returns False, having added nothing, for a dict
-    that is not plain.
-    """
-    key = (node, tuple(metrics))
-    steps = plans.get(key)
-    if steps is not None:
-        for k, t, conv, pty, wide, curs in steps:
-            val = metrics[k]
-            if type(val) is not t or (wide and not (SMALL_MIN <= val <= SMALL_MAX or I64_MIN <= val <= I64_MAX)):
-                break
-        else:
-            for k, t, conv, pty, wide, curs in steps:
-                val = metrics[k] if conv is None else conv(metrics[k])
-                if pty:
-                    for cur in curs:
-                        cur[2] = val
-                else:
-                    for cur in curs:
-                        cur[2] += val
-            return True
-    if not add_plain(flexes, node, metrics):
-        return False
-    if len(plans) >= MAX_PLANS:
-        plans.clear()
-    plans[key] = _steps(flexes, node, metrics)
-    return True
-
-
-def _steps(flexes, node: int, metrics: dict) -> tuple:
-    """The plan of :func:`add_planned` for a plain dict just added to ``node`` in ``flexes``."""
-    steps = []
-    for k, val in metrics.items():
-        t = type(val)
-        stored, kind, roof = _plain_info[k]
-        conv = None
-        if t is int and roof == ROOF_DOUBLE:
-            conv = float
-        elif t is float and roof == ROOF_INT:
-            conv = int
-        wide = t is int and conv is None
-        steps.append((k, t, conv, kind == PTY, wide, tuple(flex[node][stored] for flex in flexes)))
-    return tuple(steps)
-
-
 def add_value(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> None:
     """Add one normalised value to ``flex[node][stored]``: create it, overwrite a property,
     sum, or raise Proton's type mismatch (the primitive under :func:`add_plain`)."""
@@ -343,75 +285,3 @@ def add_value(flex: dict, node: int, stored: str, pty: int, vt: int, val) -> Non
     if nm is None:
         nm = flex[node] = {}
     _accumulate(nm, stored, pty, vt, val)
-
-
-class Plan:
-    """How to add launch metadata shaped like one dict to one node, reused across launches.
-
-    Made by :func:`plan` right after that dict's plain metrics were added to the node in
-    every flex (so every stored entry exists).  It applies to a later dict that
-    :meth:`fits`: the same size, the same type under each key of :attr:`types`, and the
-    ints of :attr:`wide` within int64 (outside it the value is a double, a type mismatch
-    that :func:`add` reports).  :meth:`apply` then adds each metric, in sorted key order,
-    to the stored ``[kind, type, value]`` lists of :attr:`steps` in place, or through
-    :func:`add` for keys that need it (properties, a float ``bytes``).
-    """
-
-    __slots__ = ("size", "types", "steps", "wide")
-
-    def __init__(self, size: int, types: tuple, steps: tuple, wide: tuple):
-        self.size = size
-        #: ``(key, type)`` for every key but ``name``
-        self.types = types
-        #: ``(key, stored entries of each flex or None)`` in sorted key order
-        self.steps = steps
-        #: keys whose int values must be range-checked
-        self.wide = wide
-
-    def fits(self, data: dict) -> bool:
-        """Whether this plan applies to ``data``."""
-        if len(data) != self.size:
-            return False
-        try:
-            for k, t in self.types:
-                if type(data[k]) is not t:
-                    return False
-            for k in self.wide:
-                if not I64_MIN <= data[k] <= I64_MAX:
-                    return False
-        except KeyError:
-            return False
-        return True
-
-    def apply(self, flexes, node: int, data: dict) -> None:
-        """Add ``data``'s metrics (a dict that :meth:`fits`) to ``node`` in ``flexes``."""
-        for k, curs in self.steps:
-            val = data[k]
-            if curs is None:
-                add(flexes, node, {k: val})
-            else:
-                for cur in curs:
-                    cur[2] += val
-
-
-def plan(flexes, node: int, data: dict, skip) -> Optional[Plan]:
-    """A :class:`Plan` for dicts shaped like ``data``, whose ``int``/``float`` values under
-    keys not in ``skip`` are its metrics (``data`` holds no other metric values).  None if
-    a metric key is not a ``str``."""
-    steps, wide = [], []
-    metric_keys = [k for k, val in data.items() if k not in skip and type(val) in (int, float)]
-    for k in sorted(metric_keys):   # the keys add_plain sorted: comparable
-        val = data[k]
-        t = type(val)
-        info = _plain_info.get(k) or _info(k)
-        if info is None:
-            return None
-        stored, kind, roof = info
-        if kind == PTY or (t is float and roof == ROOF_INT):
-            steps.append((k, None))
-            continue
-        steps.append((k, tuple(flex[node][stored] for flex in flexes)))
-        if t is int and roof != ROOF_DOUBLE:
-            wide.append(k)
-    types = tuple((k, type(val)) for k, val in data.items() if k != "name")
-    return Plan(len(data), types, tuple(steps), tuple(wide))
