@@ -69,7 +69,7 @@ def enable(recipe: str):
     """The backend's ``_enable_activity`` replacement for ``recipe``: its kinds, then its deny
     list (which switches off ids of both API kinds; for a kind left off that changes nothing)."""
     from proton_ctypes.backends.nvidia import layout as L
-    from proton_ctypes.backends.nvidia.lib import DRIVER_LAUNCH_CBIDS, RUNTIME_LAUNCH_CBIDS
+    from proton_ctypes.backends.nvidia.cbids import DRIVER_LAUNCH_CBIDS, RUNTIME_LAUNCH_CBIDS
 
     K, D, R = L.KIND_CONCURRENT_KERNEL, L.KIND_DRIVER, L.KIND_RUNTIME
     launches = (set(DRIVER_LAUNCH_CBIDS.values()), set(RUNTIME_LAUNCH_CBIDS.values()))

@@ -16,9 +16,9 @@ from fakes.fake_cupti import (CBID_GRAPHEXEC_CREATED, DOMAIN_DRIVER, DOMAIN_RESO
                               FakeCupti, FakeDriver)
 from proton_ctypes.backends import select
 from proton_ctypes.backends.cupti import CuptiBackend
-from proton_ctypes.backends.nvidia.lib import GRAPH_LAUNCH_CBIDS
+from proton_ctypes.backends.nvidia.cbids import GRAPH_LAUNCH_CBIDS
 from proton_ctypes.backends.nvidia import layout as L
-from proton_ctypes.backends.nvidia import lib as cupti_lib
+from proton_ctypes.backends.nvidia import cbids
 
 MESSAGE = ("[PROTON] Cannot find graph for graphExecId: {}, and it may cause memory leak. "
            "To avoid this problem, please start profiling before the graph is created.\n")
@@ -232,6 +232,6 @@ def test_graph_exec_layout_and_ids_match_the_headers(tmp_path):
         pytest.skip(f"the header probe did not compile: {build.stderr[-500:]}")
     exec_at, size, cbid = map(int, subprocess.run([str(binary)], capture_output=True, text=True,
                                                   check=True).stdout.split())
-    assert exec_at == L.GRAPHDATA_GRAPH_EXEC_OFFSET and cbid == cupti_lib.RESOURCE_GRAPHEXEC_CREATED
+    assert exec_at == L.GRAPHDATA_GRAPH_EXEC_OFFSET and cbid == cbids.RESOURCE_GRAPHEXEC_CREATED
     assert size == GRAPH_DATA_FORMAT.size and struct.calcsize(GRAPH_DATA_FORMAT.format[:-1]) == exec_at
     assert cbid == CBID_GRAPHEXEC_CREATED

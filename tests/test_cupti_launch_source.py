@@ -16,7 +16,7 @@ import proton_ctypes as proton  # noqa: E402
 from proton_ctypes.backends import select  # noqa: E402
 from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 from proton_ctypes.backends.nvidia.activity import LAUNCH_SOURCE_ENV  # noqa: E402
-from proton_ctypes.backends.nvidia.lib import GRAPH_LAUNCH_CBIDS  # noqa: E402
+from proton_ctypes.backends.nvidia.cbids import GRAPH_LAUNCH_CBIDS  # noqa: E402
 
 
 @pytest.fixture

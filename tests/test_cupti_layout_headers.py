@@ -2,7 +2,7 @@
 
 A small C program prints ``offsetof``/``sizeof`` (and enum values) compiled with the
 system ``cc`` against ``triton/backends/nvidia/include/cupti*.h``.  Both the backend's
-table (``cupti_layout``/``cupti_lib``) and the fake's own struct formats are compared
+table (``cupti_layout``/``cupti_lib``/``cbids``) and the fake's own struct formats are compared
 with it, independently.  Skipped, with the reason, where no compiler or headers exist.
 """
 import importlib.util
@@ -19,6 +19,7 @@ from fakes import fake_cupti  # noqa: E402
 
 from proton_ctypes.backends.nvidia import layout as L  # noqa: E402
 from proton_ctypes.backends.nvidia import pcsampling_layout as PL  # noqa: E402
+from proton_ctypes.backends.nvidia import cbids  # noqa: E402
 from proton_ctypes.backends.nvidia import lib as cupti_lib  # noqa: E402
 
 #: the driver's stream-capture callbacks, begin then end, by their names in cupti_driver_cbid.h
@@ -74,8 +75,8 @@ def _program():
              "CUPTI_CBID_NVTX_nvtxRangePop", "CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER",
              "CUPTI_ACTIVITY_KIND_KERNEL"]
     enums += [f"CUPTI_DRIVER_TRACE_CBID_{name}" for name in CAPTURE_CBID_NAMES]
-    enums += [f"CUPTI_DRIVER_TRACE_CBID_{name}" for name in cupti_lib.DRIVER_LAUNCH_CBIDS]
-    enums += [f"CUPTI_RUNTIME_TRACE_CBID_{name}" for name in cupti_lib.RUNTIME_LAUNCH_CBIDS]
+    enums += [f"CUPTI_DRIVER_TRACE_CBID_{name}" for name in cbids.DRIVER_LAUNCH_CBIDS]
+    enums += [f"CUPTI_RUNTIME_TRACE_CBID_{name}" for name in cbids.RUNTIME_LAUNCH_CBIDS]
     lines += [f"E({name});" for name in enums]
     lines += ["return 0;", "}"]
     return "\n".join(lines)
@@ -160,21 +161,21 @@ def test_backend_constants_match_the_enums(header_facts):
     assert e["CUPTI_ACTIVITY_FLAG_FLUSH_FORCED"] == cupti_lib.FLUSH_FORCED
     assert e["CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM"] == cupti_lib.THREAD_ID_TYPE_SYSTEM
     assert e["CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0"] == cupti_lib.EXTERNAL_CORRELATION_KIND_CUSTOM0
-    assert e["CUPTI_CB_DOMAIN_DRIVER_API"] == cupti_lib.CB_DOMAIN_DRIVER_API
-    assert e["CUPTI_CB_DOMAIN_RESOURCE"] == cupti_lib.CB_DOMAIN_RESOURCE
-    assert e["CUPTI_API_ENTER"] == cupti_lib.CB_SITE_ENTER
-    assert e["CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED"] == cupti_lib.RESOURCE_GRAPHNODE_CREATED
-    assert e["CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED"] == cupti_lib.RESOURCE_GRAPHNODE_CLONED
-    assert e["CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED"] == cupti_lib.RESOURCE_GRAPHEXEC_CREATED
-    assert e["CUPTI_CB_DOMAIN_NVTX"] == cupti_lib.CB_DOMAIN_NVTX
-    assert (e["CUPTI_CBID_NVTX_nvtxRangePushA"], e["CUPTI_CBID_NVTX_nvtxRangePop"]) == cupti_lib.NVTX_CBIDS
+    assert e["CUPTI_CB_DOMAIN_DRIVER_API"] == cbids.CB_DOMAIN_DRIVER_API
+    assert e["CUPTI_CB_DOMAIN_RESOURCE"] == cbids.CB_DOMAIN_RESOURCE
+    assert e["CUPTI_API_ENTER"] == cbids.CB_SITE_ENTER
+    assert e["CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED"] == cbids.RESOURCE_GRAPHNODE_CREATED
+    assert e["CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED"] == cbids.RESOURCE_GRAPHNODE_CLONED
+    assert e["CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED"] == cbids.RESOURCE_GRAPHEXEC_CREATED
+    assert e["CUPTI_CB_DOMAIN_NVTX"] == cbids.CB_DOMAIN_NVTX
+    assert (e["CUPTI_CBID_NVTX_nvtxRangePushA"], e["CUPTI_CBID_NVTX_nvtxRangePop"]) == cbids.NVTX_CBIDS
     assert e["CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER"] == cupti_lib.ATTR_PER_THREAD_ACTIVITY_BUFFER
     assert e["CUPTI_ACTIVITY_KIND_KERNEL"] == L.KIND_KERNEL
     assert tuple(e[f"CUPTI_DRIVER_TRACE_CBID_{name}"] for name in CAPTURE_CBID_NAMES) == \
-        cupti_lib.DRIVER_CAPTURE_BEGIN_CBIDS + cupti_lib.DRIVER_CAPTURE_END_CBIDS
-    for name, cbid in cupti_lib.DRIVER_LAUNCH_CBIDS.items():
+        cbids.DRIVER_CAPTURE_BEGIN_CBIDS + cbids.DRIVER_CAPTURE_END_CBIDS
+    for name, cbid in cbids.DRIVER_LAUNCH_CBIDS.items():
         assert e[f"CUPTI_DRIVER_TRACE_CBID_{name}"] == cbid, name
-    for name, cbid in cupti_lib.RUNTIME_LAUNCH_CBIDS.items():
+    for name, cbid in cbids.RUNTIME_LAUNCH_CBIDS.items():
         assert e[f"CUPTI_RUNTIME_TRACE_CBID_{name}"] == cbid, name
 
 

@@ -19,7 +19,7 @@ from proton_ctypes.backends.modes import NO_MODE
 from proton_ctypes.backends import select
 from proton_ctypes.backends.cupti import CuptiBackend
 from proton_ctypes.backends.nvidia import layout as L
-from proton_ctypes.backends.nvidia import lib as cupti_lib
+from proton_ctypes.backends.nvidia import cbids
 from proton_ctypes.backends.nvidia import nvtx as nvtx_env
 from proton_ctypes.backends.nvidia.lib import CuptiLib
 from proton_ctypes.core import nvtx as core_nvtx
@@ -114,8 +114,8 @@ def test_only_push_and_pop_callbacks_are_switched_on_and_off_again(make):
     fake, _ = make()
     proton.start("s", backend="cupti")
     on = {cbid for domain, cbid in fake.enabled_callbacks if domain == DOMAIN_NVTX}
-    assert on == {CBID_NVTX_RANGE_PUSH_A, CBID_NVTX_RANGE_POP} == {cupti_lib.NVTX_RANGE_PUSH_A,
-                                                                   cupti_lib.NVTX_RANGE_POP}
+    assert on == {CBID_NVTX_RANGE_PUSH_A, CBID_NVTX_RANGE_POP} == {cbids.NVTX_RANGE_PUSH_A,
+                                                                   cbids.NVTX_RANGE_POP}
     proton.finalize()
     assert not fake.enabled_callbacks
 
@@ -326,7 +326,7 @@ def test_nvtx_layout_and_ids_match_the_headers(tmp_path):
     domain, push, pop = map(int, line2.split())
     # the backend's table
     assert (params_at, message_at) == (L.NVTXDATA_PARAMS_OFFSET, L.NVTX_PUSH_A_MESSAGE_OFFSET)
-    assert (domain, push, pop) == (cupti_lib.CB_DOMAIN_NVTX, cupti_lib.NVTX_RANGE_PUSH_A, cupti_lib.NVTX_RANGE_POP)
+    assert (domain, push, pop) == (cbids.CB_DOMAIN_NVTX, cbids.NVTX_RANGE_PUSH_A, cbids.NVTX_RANGE_POP)
     # the fake's own formats
     assert data_size == NVTX_DATA_FORMAT.size and push_size == NVTX_PUSH_A_PARAMS_FORMAT.size == pop_size
     assert (domain, push, pop) == (DOMAIN_NVTX, CBID_NVTX_RANGE_PUSH_A, CBID_NVTX_RANGE_POP)

@@ -8,7 +8,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import started_backend  # noqa: E402
 
-from proton_ctypes.backends.nvidia.lib import CB_DOMAIN_DRIVER_API, GRAPH_LAUNCH_CBIDS  # noqa: E402
+from proton_ctypes.backends.nvidia.cbids import CB_DOMAIN_DRIVER_API, GRAPH_LAUNCH_CBIDS  # noqa: E402
 
 
 class Counter:

@@ -26,7 +26,8 @@ import numpy as np
 
 from . import layout as L
 from ..base import tightest_offset
-from .lib import DRIVER_LAUNCH_CBIDS, RUNTIME_LAUNCH_CBIDS, CuptiLib
+from .cbids import DRIVER_LAUNCH_CBIDS, RUNTIME_LAUNCH_CBIDS
+from .lib import CuptiLib
 
 #: Largest |CUPTI clock - time.time_ns()| accepted for the timestamp join.
 MAX_CLOCK_OFFSET_NS = 50_000

@@ -25,7 +25,8 @@ from .activity import LAUNCH_FROM_API, holds_kernel, measure_kernel_stride
 from .buffers import BufferPool
 from .callbacks import CallbackHub
 from .join import Joiner
-from .lib import GRAPH_LAUNCH_CBIDS, CuptiLib
+from .cbids import GRAPH_LAUNCH_CBIDS
+from .lib import CuptiLib
 from .parse import BufferParser, concat_columns, record_count
 
 #: Parse at once when no more than this many pool buffers are left to hand out.

@@ -18,7 +18,8 @@ import ctypes
 import threading
 
 from . import layout as L
-from .lib import CB_DOMAIN_DRIVER_API, CB_SITE_ENTER, DRIVER_CAPTURE_BEGIN_CBIDS, DRIVER_CAPTURE_END_CBIDS, CuptiError
+from .cbids import CB_DOMAIN_DRIVER_API, CB_SITE_ENTER, DRIVER_CAPTURE_BEGIN_CBIDS, DRIVER_CAPTURE_END_CBIDS
+from .lib import CuptiError
 
 #: Clone links followed at most from an executable graph's graph to the captured one.
 MAX_CLONE_HOPS = 64

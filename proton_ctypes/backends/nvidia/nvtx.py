@@ -16,7 +16,8 @@ import os
 from typing import Optional
 
 from . import layout as L
-from .lib import CB_DOMAIN_NVTX, NVTX_RANGE_POP, NVTX_RANGE_PUSH_A, CuptiError
+from .cbids import CB_DOMAIN_NVTX, NVTX_RANGE_POP, NVTX_RANGE_PUSH_A
+from .lib import CuptiError
 
 ENABLE_ENV = "TRITON_ENABLE_NVTX"
 INJECTION_ENV = "NVTX_INJECTION64_PATH"

@@ -39,7 +39,8 @@ import warnings
 import numpy as np
 
 from . import pcsampling_layout as L
-from .lib import CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, DRIVER_LAUNCH_CBIDS, CuptiError, CuptiLib
+from .cbids import CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, DRIVER_LAUNCH_CBIDS
+from .lib import CuptiError, CuptiLib
 
 #: ``PCSamplingMetric``'s value names, in Proton's order (``stalled_not_Selected`` sic).
 METRIC_NAMES = (
