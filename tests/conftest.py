@@ -76,6 +76,21 @@ def mock():
     return select.get("mock")
 
 
+@pytest.fixture
+def cupti():
+    """``backend="cupti"`` over a fake libcupti (``tests/fakes``), registered for the test; yields
+    ``(fake, backend)``, and finalizes every session and unregisters the backend at the end."""
+    from fakes.fake_cupti import FakeCupti, FakeDriver
+    from proton_ctypes.backends.cupti import CuptiBackend
+
+    fake = FakeCupti()
+    backend = CuptiBackend(lib=fake, driver=FakeDriver(fake))
+    select.register("cupti", lambda: backend)
+    yield fake, backend
+    proton.finalize()
+    select.unregister("cupti")
+
+
 def parsed(backend, mode):
     """``(mode name, options)`` of ``mode`` as the session layer parses it for ``backend``:
     ``("", {})``, ``("periodic_flushing", {"format": F})`` or ``("pcsampling", {"interval": N})``."""

@@ -10,24 +10,11 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import child_names, find, read_tree  # noqa: E402
 from fakes.fake_cupti import (ATTR_PER_THREAD_ACTIVITY_BUFFER, DOMAIN_DRIVER, DOMAIN_RUNTIME,  # noqa: E402
-                              KIND_DRIVER, KIND_KERNEL, KIND_RUNTIME, FakeCupti, FakeDriver, started_backend)
+                              KIND_DRIVER, KIND_KERNEL, KIND_RUNTIME, FakeCupti, started_backend)
 
 import proton_ctypes as proton  # noqa: E402
-from proton_ctypes.backends import select  # noqa: E402
-from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 from proton_ctypes.backends.nvidia.activity import LAUNCH_SOURCE_ENV  # noqa: E402
 from proton_ctypes.backends.nvidia.cbids import GRAPH_LAUNCH_CBIDS  # noqa: E402
-
-
-@pytest.fixture
-def cupti():
-    """``proton.start(backend="cupti")`` over a fake libcupti; yields ``(fake, backend)``."""
-    fake = FakeCupti()
-    backend = CuptiBackend(lib=fake, driver=FakeDriver(fake))
-    select.register("cupti", lambda: backend)
-    yield fake, backend
-    proton.finalize()
-    select.unregister("cupti")
 
 
 def test_the_kernel_source_switches_on_kernel_records_alone_with_latency_timestamps():

@@ -11,12 +11,9 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import child_names, find, flat, read_tree  # noqa: E402
-from fakes.fake_cupti import FakeCupti, FakeDriver  # noqa: E402
+from conftest import flat, read_tree  # noqa: E402
 
 import proton_ctypes as proton  # noqa: E402
-from proton_ctypes.backends import select  # noqa: E402
-from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 from proton_ctypes.backends.nvidia.activity import LAZY_TIMESTAMPS_ENV, lazy_timestamps  # noqa: E402
 
 #: a kernel that starts on the GPU long after its launch (a busy queue)
@@ -24,15 +21,10 @@ LATE_NS = 50_000_000
 
 
 @pytest.fixture
-def lazy(monkeypatch):
-    """``backend="cupti"`` over a fake libcupti with lazy timestamps; yields ``(fake, backend)``."""
+def lazy(monkeypatch, cupti):
+    """``backend="cupti"`` over a fake libcupti with lazy timestamps (conftest's ``cupti``)."""
     monkeypatch.setenv(LAZY_TIMESTAMPS_ENV, "1")
-    fake = FakeCupti()
-    backend = CuptiBackend(lib=fake, driver=FakeDriver(fake))
-    select.register("cupti", lambda: backend)
-    yield fake, backend
-    proton.finalize()
-    select.unregister("cupti")
+    return cupti
 
 
 def counts(path):
