@@ -62,7 +62,7 @@ def test_graph_kernels_of_unknown_nodes_have_no_capture_path():
 
 def test_captures_and_replays_reach_the_engine_with_the_captured_graph():
     edges, replays = [], []
-    backend, fake, sink = started_backend(graph_hooks=(edges.append, lambda *a: replays.append(a)))
+    backend, fake, sink = started_backend(graph_hooks=(edges.append, lambda *a: replays.append(a), lambda *a: None))
     graph = fake.capture(["a", "b"])
     assert edges == [True, False]                      # begin at ENTER, end at EXIT
     graph_exec = fake.instantiate(graph)
@@ -88,7 +88,7 @@ def test_each_instantiation_reaches_the_engine_with_its_captured_graph_and_repla
 
 def test_replays_of_graphs_made_before_start_are_not_reported():
     replays = []
-    backend, fake, sink = started_backend(graph_hooks=(lambda begin: None, lambda *a: replays.append(a)))
+    backend, fake, sink = started_backend(graph_hooks=(lambda begin: None, lambda *a: replays.append(a), lambda *a: None))
     graph_exec = fake.instantiate(fake.capture(["a"]))
     backend._hub.exec_graph.clear()                    # as if instantiated before start()
     fake.replay(graph_exec)
@@ -98,7 +98,7 @@ def test_replays_of_graphs_made_before_start_are_not_reported():
 
 def test_an_exec_named_by_its_own_clone_still_leads_to_the_captured_graph():
     replays = []
-    backend, fake, sink = started_backend(graph_hooks=(lambda begin: None, lambda *a: replays.append(a)))
+    backend, fake, sink = started_backend(graph_hooks=(lambda begin: None, lambda *a: replays.append(a), lambda *a: None))
     fake.exec_names_clone = True
     graph = fake.capture(["a"])
     fake.replay(fake.instantiate(fake.instantiate(graph)))   # a clone of a clone

@@ -90,7 +90,7 @@ class GraphHooks:
         """GRAPHEXEC_CREATED (right after a capture, for torch): tell the engine which captured
         graph the executable graph was made from, while that graph handle is still its own."""
         hooks = self.graph_hooks
-        if hooks is None or len(hooks) < 3:
+        if hooks is None:
             return
         try:
             graph = self.captured_graph(exec_handle)
