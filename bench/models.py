@@ -53,9 +53,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: the switch of lazy latency timestamps (proton_ctypes.backends.nvidia.activity; not imported here:
-#: the Proton worker never imports proton_ctypes)
-LAZY_TIMESTAMPS_ENV = "PROTON_CTYPES_LAZY_TIMESTAMPS"
 IMPLS = ("proton", "proton_ctypes")
 TRANSFORMER = dict(layers=6, d_model=512, heads=8, ff=2048, batch=32, tokens=128)
 DYNAMIC_POINTS = 2000
@@ -251,9 +248,10 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
         from cupti_floor import floor_profiler
         proton = floor_profiler(impl)
     else:
-        if impl == "proton_ctypes:lazy":
-            os.environ[LAZY_TIMESTAMPS_ENV] = "1"
         sys.path.insert(0, ROOT)
+        if impl == "proton_ctypes:lazy":     # read when the session starts
+            from proton_ctypes.backends.nvidia.activity import LAZY_TIMESTAMPS_ENV
+            os.environ[LAZY_TIMESTAMPS_ENV] = "1"
         import proton_ctypes as proton
     tmp = tempfile.mkdtemp()
     out = {}
