@@ -20,6 +20,12 @@ figure), ``ratio_to_proton``, ``finalize_s``, ``kernels`` counted in the written
 ``flush_cpu_us_per_kernel``; for
 proton_ctypes also the scope-log entries its views hold at the end of the loop.
 
+``--impls`` may add ``floor:kernels``, ``floor:per_thread`` and ``floor:ours``
+(``bench/cupti_floor.py``): CUPTI switched on with no profiler around it, the same scopes doing
+nothing.  Both profilers' resident memory grows on the H200 by about as much per million launches;
+these rows say how much of it is CUPTI's own (and the driver's), whatever the profiler does.
+They are ``bare`` rows with a ``floor`` key (no profile, so no kernel count).
+
 ``--backend mock`` runs proton_ctypes with its mock GPU backend on a CPU (a smoke run of this
 script: the "kernel" is ``MockBackend.launch`` and a thread plays the collector's timer); its
 figures say nothing about a GPU.  ``--backend fake-cupti`` runs proton_ctypes's CUPTI backend
@@ -91,19 +97,33 @@ def _profiler(impl: str, backend: str):
         import triton.profiler as proton
         return proton
     sys.path.insert(0, ROOT)
+    if impl.startswith("floor:"):
+        from cupti_floor import floor_profiler
+        if backend != "fake-cupti":
+            return floor_profiler(impl)
+        from proton_ctypes.backends.nvidia.lib import load_cupti
+        return floor_profiler(impl, lib=load_cupti(_fake_cupti()))
     import proton_ctypes as proton
     if backend == "mock":
         from proton_ctypes.backends import select
         from proton_ctypes.backends.mock import MockBackend
         select.register("mock", MockBackend)
     elif backend == "fake-cupti":
-        sys.path.insert(0, os.path.join(ROOT, "tests"))
-        from fakes.fake_cupti import FakeCupti, FakeDriver
+        fake = _fake_cupti()
+        from fakes.fake_cupti import FakeDriver
         from proton_ctypes.backends import select
         from proton_ctypes.backends.cupti import CuptiBackend
-        fake = _fake[:] = [FakeCupti()]
-        select.register("cupti", lambda: CuptiBackend(lib=fake[0], driver=FakeDriver(fake[0])))
+        select.register("cupti", lambda: CuptiBackend(lib=fake, driver=FakeDriver(fake)))
     return proton
+
+
+def _fake_cupti():
+    """--backend fake-cupti: the tests' fake libcupti this worker launches through (made once)."""
+    if not _fake:
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+        from fakes.fake_cupti import FakeCupti
+        _fake.append(FakeCupti())
+    return _fake[0]
 
 
 def _gpu_launcher():
@@ -166,6 +186,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     bare_s = time.perf_counter() - t0
     out = os.path.join(tempfile.mkdtemp(), "longrun")
     me = threading.get_native_id()
+    floor = impl.startswith("floor:")
     proton.start(out, data="tree", **({"backend": CPU_BACKENDS[backend]} if on_cpu else {}))
     if backend == "mock":
         stop = threading.Event()
@@ -193,11 +214,11 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     proton.finalize()
     finalize_s = time.perf_counter() - t0
     others = sum(c - cpu0.get(tid, 0.0) for tid, c in cpu1.items() if tid != me)
-    kernels = count_kernels(out + ".hatchet", "tree")
+    kernels = None if floor else count_kernels(out + ".hatchet", "tree")
     return {"impl": impl, "bare_s": bare_s, "bare_launches": bare_launches, "wall_s": wall_s,
             "finalize_s": finalize_s, "kernels": kernels, "expected": launches, "rss_samples": samples,
             "rss_growth_mb_per_million": slope_per_million(samples, warm),
-            "other_threads_cpu_s": others, "flush_cpu_us_per_kernel": others / max(kernels, 1) * 1e6,
+            "other_threads_cpu_s": others, "flush_cpu_us_per_kernel": others / max(kernels or launches, 1) * 1e6,
             "log_entries_at_end": entries}
 
 
@@ -235,13 +256,15 @@ def run(a) -> list:
             continue
         ref = overhead.get("proton")
         growth = [x["rss_growth_mb_per_million"] for x in rs if x["rss_growth_mb_per_million"] is not None]
+        floor = impl.split(":", 1)[1] if impl.startswith("floor:") else None
         rows.append({
-            "case": case, "impl": impl,
+            "case": case, "impl": "bare" if floor else impl, **({"floor": floor} if floor else {}),
             "us_per_op": round(statistics.median([x["wall_s"] / x["expected"] * 1e6 for x in rs]), 3),
             "overhead_us": round(overhead[impl], 3),
             "ratio_to_proton": round(overhead[impl] / ref, 3) if ref else None,
             "finalize_s": round(statistics.median([x["finalize_s"] for x in rs]), 4),
-            "launches": a.launches, "kernels": min(x["kernels"] for x in rs), "expected_kernels": a.launches,
+            "launches": a.launches, "kernels": None if floor else min(x["kernels"] for x in rs),
+            "expected_kernels": a.launches,
             "rss_growth_mb_per_million": round(statistics.median(growth), 2) if growth else None,
             "flush_cpu_us_per_kernel": round(statistics.median([x["flush_cpu_us_per_kernel"] for x in rs]), 3),
             "log_entries_at_end": [x["log_entries_at_end"] for x in rs],

@@ -20,3 +20,18 @@ def test_longrun_bench_smoke_mode_counts_every_kernel_and_writes_the_long_run_ro
                 "flush_cpu_us_per_kernel"):
         assert key in ours
     assert [n for n, _mb in ours["rss_mb_every_round"][0]] == [0, 5000, 10000, 15000, 20000]
+
+
+def test_floor_rows_are_bare_rows_named_by_their_recipe_with_no_kernel_count(tmp_path):
+    out = tmp_path / "longrun.json"
+    subprocess.run([sys.executable, str(BENCH), "--backend", "fake-cupti", "--launches", "20000", "--sample-every",
+                    "5000", "--impls", "proton_ctypes,floor:kernels,floor:ours", "--json", str(out)],
+                   check=True, capture_output=True, text=True, timeout=120)
+    rows = json.loads(out.read_text())["rows"]
+    floors = {r["floor"]: r for r in rows if "floor" in r}
+    assert set(floors) == {"kernels", "ours"}
+    for row in floors.values():
+        assert row["impl"] == "bare" and row["kernels"] is None and row["overhead_us"] is not None
+        assert len(row["rss_mb_every_round"][0]) == 5          # its memory sampled like a profiler's
+    ours = next(r for r in rows if r["impl"] == "proton_ctypes")
+    assert ours["kernels"] == ours["expected_kernels"] == 20000
