@@ -140,9 +140,32 @@ def parse_junit(path: str) -> dict:
 IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
 
 
-def results_doc(summary: dict, command: str) -> dict:
+#: a test file importing this tests Proton's C++ binding itself, which proton_ctypes replaces
+LIBPROTON_MODULE = "triton._C.libproton"
+
+
+def import_reason(source: str, error: str, triton_version: str) -> str:
+    """Why a test file whose imports fail (``error``) cannot run here, from its ``source``: it
+    tests libproton, or it needs a newer Triton than ``triton_version``; else the error alone."""
+    if LIBPROTON_MODULE in source:
+        return f"tests libproton, Proton's C++ binding ({LIBPROTON_MODULE}), which proton_ctypes replaces: {error}"
+    if "from 'triton." in error or "No module named 'triton." in error:
+        return f"its imports need a Triton newer than the installed {triton_version}: {error}"
+    return error
+
+
+def _installed_triton() -> str:
+    try:
+        from importlib.metadata import version
+        return version("triton")
+    except Exception:
+        return "unknown"
+
+
+def results_doc(summary: dict, command: str, upstream: str = None) -> dict:
     """The machine-level record of one run: counts, the failing ids, and what could not run here
-    with its reason (skipped tests; files whose imports fail)."""
+    with its reason (skipped tests; files whose imports fail, :func:`import_reason`, read from
+    the test files in ``upstream``)."""
     import datetime
     import platform
     failures, not_runnable = [], {}
@@ -150,7 +173,13 @@ def results_doc(summary: dict, command: str) -> dict:
         if t["outcome"] == "skipped":
             not_runnable[tid] = t["reason"]
         elif t["outcome"] == "error" and "::" not in tid and any(e in t["reason"] for e in IMPORT_ERRORS):
-            not_runnable[tid] = t["reason"]
+            path = os.path.join(upstream or "", tid.split("::")[0] + ("" if tid.endswith(".py") else ".py"))
+            try:
+                with open(path) as f:
+                    source = f.read()
+            except OSError:
+                source = ""
+            not_runnable[tid] = import_reason(source, t["reason"], _installed_triton())
         elif t["outcome"] in ("failed", "error"):
             failures.append(tid)
     c = summary["counts"]
@@ -277,7 +306,8 @@ def run(args, extra) -> int:
             json.dump(summary, f, indent=1, sort_keys=True)
     if args.results:
         with open(args.results, "w") as f:
-            json.dump(results_doc(summary, "python tests/upstream/run.py " + " ".join(sys.argv[1:])), f, indent=1)
+            json.dump(results_doc(summary, "python tests/upstream/run.py " + " ".join(sys.argv[1:]), upstream), f,
+                      indent=1)
     return rc
 
 
