@@ -65,6 +65,24 @@ def thread_cpu_s() -> dict:
     return out
 
 
+def thread_names() -> dict:
+    """A name for every live thread of this process, by native id: a Python thread's own name
+    (the profiler's collector, ...), else ``native:<comm>`` (threads of CUPTI, the driver, ...)."""
+    import threading
+
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                out[int(tid)] = "native:" + f.read().strip()
+        except OSError:
+            pass
+    for t in threading.enumerate():
+        if t.native_id in out:
+            out[t.native_id] = t.name
+    return out
+
+
 def enable(recipe: str):
     """The backend's ``_enable_activity`` replacement for ``recipe``: its kinds, then its deny
     list (which switches off ids of both API kinds; for a kind left off that changes nothing)."""

@@ -11,7 +11,8 @@ which first times a bare loop (no profiler, no scope) of ``--bare-launches`` lau
 profiled figure is paired with a bare one of the same process; the processes alternate round by
 round.  Along the profiled loop the worker samples its resident memory (``/proc/self/statm``)
 every ``--sample-every`` launches and, at the end, the CPU time of every thread but the launching
-one (``/proc/self/task/*/stat``: the profiler's collector and flush threads).
+one (``/proc/self/task/*/stat``: the profiler's collector and flush threads, and CUPTI's own),
+also by thread name (``other_threads_cpu_s_by_name``: a Python thread's name, else ``native:<comm>``).
 
 Per implementation: ``us_per_op`` (profiled wall / launches), ``overhead_us`` (minus the bare
 figure), ``ratio_to_proton``, ``finalize_s``, ``kernels`` counted in the written file against
@@ -47,7 +48,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attribution import thread_cpu_s  # noqa: E402  (the same bench helpers, one copy)
+from attribution import thread_cpu_s, thread_names  # noqa: E402  (the same bench helpers, one copy)
 from threads import KERNEL, count_kernels  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -203,6 +204,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     sync()
     wall_s = time.perf_counter() - t0
     cpu1 = thread_cpu_s()
+    names = thread_names()               # before finalize: the profiler's threads still live
     entries = None
     if impl == "proton_ctypes":
         from proton_ctypes.core import retention
@@ -214,11 +216,17 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     proton.finalize()
     finalize_s = time.perf_counter() - t0
     others = sum(c - cpu0.get(tid, 0.0) for tid, c in cpu1.items() if tid != me)
+    by_name = {}
+    for tid, c in cpu1.items():
+        if tid != me:
+            name = names.get(tid, "?")
+            by_name[name] = round(by_name.get(name, 0.0) + c - cpu0.get(tid, 0.0), 3)
     kernels = None if floor else count_kernels(out + ".hatchet", "tree")
     return {"impl": impl, "bare_s": bare_s, "bare_launches": bare_launches, "wall_s": wall_s,
             "finalize_s": finalize_s, "kernels": kernels, "expected": launches, "rss_samples": samples,
             "rss_growth_mb_per_million": slope_per_million(samples, warm),
             "other_threads_cpu_s": others, "flush_cpu_us_per_kernel": others / max(kernels or launches, 1) * 1e6,
+            "other_threads_cpu_s_by_name": by_name,
             "log_entries_at_end": entries}
 
 
@@ -268,6 +276,7 @@ def run(a) -> list:
             "rss_growth_mb_per_million": round(statistics.median(growth), 2) if growth else None,
             "flush_cpu_us_per_kernel": round(statistics.median([x["flush_cpu_us_per_kernel"] for x in rs]), 3),
             "log_entries_at_end": [x["log_entries_at_end"] for x in rs],
+            "other_threads_cpu_s_by_name": [x["other_threads_cpu_s_by_name"] for x in rs],
             "rss_mb_every_round": [[(n, round(mb, 1)) for n, mb in x["rss_samples"]] for x in rs]})
     for row in rows:
         print(json.dumps({k: v for k, v in row.items() if k != "rss_mb_every_round"}))

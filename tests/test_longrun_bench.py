@@ -35,3 +35,4 @@ def test_floor_rows_are_bare_rows_named_by_their_recipe_with_no_kernel_count(tmp
         assert len(row["rss_mb_every_round"][0]) == 5          # its memory sampled like a profiler's
     ours = next(r for r in rows if r["impl"] == "proton_ctypes")
     assert ours["kernels"] == ours["expected_kernels"] == 20000
+    assert "proton_ctypes-cupti" in ours["other_threads_cpu_s_by_name"][0]   # the collector's CPU, by its name
