@@ -28,7 +28,14 @@ Recipes:
 * ``api_deny_all``: both kinds on, every cbid denied (does CUPTI pay per API call anyway?);
 * ``api_all``: both kinds, nothing denied (how many API calls a step makes, by cbid);
 * ``launch_callback``: kernel records + a Python callback on the driver's launch cbids
-  (what Proton does in C++).
+  (what Proton does in C++);
+* ``kernel_no_timestamps``: ``kernel_only`` with CUPTI's latency timestamps switched off
+  (every other recipe runs with them on, as the backend's kernel launch source does):
+  what the ``queued`` stamps cost.
+
+``--model compiled`` runs the same transformer under ``torch.compile``: its step is bound by
+the GPU, not by the launching thread, so a cost per kernel on the GPU side shows there and a
+CPU cost per launch hides (the eager step is the other way round).
 """
 from __future__ import annotations
 
@@ -48,7 +55,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-RECIPES = ("kernel_only", "api_deny", "api_driver", "api_runtime", "api_deny_all", "api_all", "launch_callback")
+RECIPES = ("kernel_only", "kernel_no_timestamps", "api_deny", "api_driver", "api_runtime", "api_deny_all", "api_all",
+           "launch_callback")
 CLOCK_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
@@ -91,7 +99,8 @@ def enable(recipe: str):
 
     K, D, R = L.KIND_CONCURRENT_KERNEL, L.KIND_DRIVER, L.KIND_RUNTIME
     launches = (set(DRIVER_LAUNCH_CBIDS.values()), set(RUNTIME_LAUNCH_CBIDS.values()))
-    kinds, keep = {"kernel_only": ([K], None), "launch_callback": ([K], None), "api_all": ([K, D, R], None),
+    kinds, keep = {"kernel_only": ([K], None), "kernel_no_timestamps": ([K], None),
+                   "launch_callback": ([K], None), "api_all": ([K, D, R], None),
                    "api_deny": ([K, D, R], launches), "api_driver": ([K, D], launches),
                    "api_runtime": ([K, R], launches), "api_deny_all": ([K, D, R], (set(), set()))}[recipe]
 
@@ -101,6 +110,8 @@ def enable(recipe: str):
             backend._enabled_kinds.append(kind)
         if keep is not None:
             backend.lib.deny_api_records(*keep)
+        if recipe == "kernel_no_timestamps":
+            backend.lib.enable_latency_timestamps(False)
     return fn
 
 
@@ -109,6 +120,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--recipes", default=",".join(RECIPES))
+    ap.add_argument("--model", choices=("eager", "compiled"), default="eager")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     import torch
@@ -117,7 +129,8 @@ def main() -> None:
     from proton_ctypes.backends.nvidia import parse as P
     from proton_ctypes.backends.nvidia import layout as L
 
-    step, _ = transformer_step(torch)
+    step, _ = transformer_step(torch, compiled=a.model == "compiled")
+    case = "transformer step" + (" under torch.compile" if a.model == "compiled" else "") + ", session only"
     for _ in range(10):
         step()
     torch.cuda.synchronize()
@@ -183,7 +196,7 @@ def main() -> None:
         print(f"round {rnd}: bare {per['bare'] * 1e3:.2f} ms/step; " +
               ", ".join(f"{r} {(per[r] - per['bare']) * 1e3:+.2f}" for r in recipes), file=sys.stderr, flush=True)
 
-    rows = [{"case": "transformer step, session only", "impl": "bare",
+    rows = [{"case": case, "impl": "bare",
              "us_per_op": round(statistics.median(bare) * 1e6, 1), "overhead_us": None,
              "ratio_to_proton": None, "finalize_s": None}]
     print(f"{'recipe':16s} {'overhead ms/step':>16s} {'kernels/step':>12s} {'found %':>8s} {'API rec/step':>12s} "
@@ -196,7 +209,7 @@ def main() -> None:
         api = sum(hist.get(r, {}).values()) / a.steps
         other = statistics.median(res["other_cpu_s"]) / a.steps
         print(f"{r:16s} {over * 1e3:+16.3f} {kernels:12.1f} {found:8.1f} {api:12.1f} {other * 1e3:17.3f}")
-        rows.append({"case": "transformer step, session only", "impl": "proton_ctypes", "recipe": r,
+        rows.append({"case": case, "impl": "proton_ctypes", "recipe": r,
                      "us_per_op": round((statistics.median(bare) + over) * 1e6, 1),
                      "overhead_us": round(over * 1e6, 1), "ratio_to_proton": None, "finalize_s": None,
                      "overhead_rounds_us": [round(x * 1e6, 1) for x in res["over"]],
