@@ -173,7 +173,7 @@ def results_doc(summary: dict, command: str, upstream: str = None) -> dict:
         if t["outcome"] == "skipped":
             not_runnable[tid] = t["reason"]
         elif t["outcome"] == "error" and "::" not in tid and any(e in t["reason"] for e in IMPORT_ERRORS):
-            path = os.path.join(upstream or "", tid.split("::")[0] + ("" if tid.endswith(".py") else ".py"))
+            path = os.path.join(upstream or "", tid if tid.endswith(".py") else tid + ".py")
             try:
                 with open(path) as f:
                     source = f.read()
