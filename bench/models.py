@@ -35,8 +35,9 @@ every call path (random seeds fixed).
 kernel records with no profiler, the floor under every CUPTI profiler, and the CUPTI
 configuration proton_ctypes runs on (per-thread buffers, latency timestamps). Their rows are
 ``bare`` rows with a ``floor`` key; their ``ratio_to_proton`` is the least a CUPTI kernel
-profiler could reach on the case. ``proton_ctypes:lazy`` runs proton_ctypes with lazy latency
-timestamps (``PROTON_CTYPES_LAZY_TIMESTAMPS=1``; its rows carry ``"variant": "lazy"``).
+profiler could reach on the case. ``proton_ctypes:<variant>`` runs proton_ctypes with one
+switch of :data:`VARIANTS` set (its rows carry ``"variant"``): ``lazy``, lazy latency
+timestamps; ``api``, the launch-API records as the launch source instead of the timestamps.
 """
 from __future__ import annotations
 
@@ -67,6 +68,8 @@ CASES = {
     "dynamic net inductor": ("dynamic_compiled", 400, {}, True),
     'matmul autotune, hook="triton", launch_metadata': ("matmul", 300, {"hook": "triton"}, True),
 }
+#: ``proton_ctypes:<variant>`` -> (the name of its switch in ``proton_ctypes.backends.nvidia.activity``, value)
+VARIANTS = {"lazy": ("LAZY_TIMESTAMPS_ENV", "1"), "api": ("LAUNCH_SOURCE_ENV", "api")}
 #: cases whose kernel counts depend on timing (the autotuner): compared by paths and metric names
 TIMED_CASES = ('matmul autotune, hook="triton", launch_metadata',)
 WARMUP_STEPS = 10
@@ -249,9 +252,10 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
         proton = floor_profiler(impl)
     else:
         sys.path.insert(0, ROOT)
-        if impl == "proton_ctypes:lazy":     # read when the session starts
-            from proton_ctypes.backends.nvidia.activity import LAZY_TIMESTAMPS_ENV
-            os.environ[LAZY_TIMESTAMPS_ENV] = "1"
+        if impl.startswith("proton_ctypes:"):     # read when the session starts
+            from proton_ctypes.backends.nvidia import activity
+            name, value = VARIANTS[impl.split(":", 1)[1]]
+            os.environ[getattr(activity, name)] = value
         import proton_ctypes as proton
     tmp = tempfile.mkdtemp()
     out = {}
@@ -396,6 +400,9 @@ def main() -> None:
         print("RESULT " + json.dumps(worker(a.worker, cases, a.chunks)), flush=True)
         return
     impls = [i for i in a.impls.split(",") if i]
+    for impl in impls:
+        if impl.startswith("proton_ctypes:") and impl.split(":", 1)[1] not in VARIANTS:
+            ap.error(f"--impls {impl}: no such variant (proton_ctypes:{'|'.join(VARIANTS)})")
     runs = {i: [] for i in impls}
 
     def save():

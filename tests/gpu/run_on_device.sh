@@ -15,6 +15,8 @@
 #   models    bench/models.py                        -> models-h200.json, models.txt
 #   threads   bench/threads.py (THREADS: counts)     -> threads-h200.json, threads.txt
 #   longrun   bench/longrun.py                       -> longrun-h200.json, longrun.txt
+#   attribution bench/attribution.py (ATTRIBUTION_ARGS, e.g. "--model compiled --recipes
+#             kernel_only,kernel_no_timestamps,api_deny")   -> attribution-h200.json, attribution.txt
 #   apicost   bench/api_cost.py (CPU per call/launch/step; APICOST_ARGS, e.g. "--impls proton,proton_ctypes
 #             --context python")                    -> api_cost-h200.json, api_cost.txt
 #   probe     tests/gpu/probe_latency_toggle.py: CUPTI latency timestamps switched on mid-session
@@ -25,6 +27,8 @@
 # $OUT gives back at most 8 files: run few steps per call.  ROUNDS (default 3) for every bench.
 set -u
 export PYTHONUNBUFFERED=1
+# the repository is not installed on the device machine: every step imports proton_ctypes from here
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}
 STEPS=${*:-tests overhead}
@@ -103,7 +107,9 @@ for step in $STEPS; do
     probe) timeout "${PROBE_TIMEOUT:-120}" python3 tests/gpu/probe_latency_toggle.py > "$OUT/latency_probe.json" 2>&1
            echo "probe rc=$?"; cat "$OUT/latency_probe.json" ;;
     longrun) bench_step longrun "${LONGRUN_TIMEOUT:-540}" python3 bench/longrun.py ${LONGRUN_ARGS:-} ;;
+    attribution) bench_step attribution "${ATTRIBUTION_TIMEOUT:-420}" python3 bench/attribution.py \
+               --rounds "${ROUNDS}" ${ATTRIBUTION_ARGS:-} ;;
     apicost) bench_step api_cost "${APICOST_TIMEOUT:-420}" python3 bench/api_cost.py --rounds "$ROUNDS" ${APICOST_ARGS:-} ;;
-    *) echo "unknown step $step (tests upstream overhead models threads longrun pyspy apicost probe)"; exit 2 ;;
+    *) echo "unknown step $step (tests upstream overhead models threads longrun pyspy attribution apicost probe)"; exit 2 ;;
   esac
 done
