@@ -10,7 +10,9 @@
 #             and .upstream/wheels-cp312)           -> upstream.txt, upstream-h200.json (the run's
 #             record: commit it as tests/upstream/results/h200.json), upstream-failures.txt (the
 #             exception lines), upstream-failed-files.tgz (what the failing tests wrote);
-#             UPSTREAM_IMPLS="ours real" also runs the suite against the real triton.profiler
+#             UPSTREAM_IMPLS="ours real" also runs the suite against the real triton.profiler;
+#             UPSTREAM_PC_TRACE=1 traces our PC sampler's ranges (tests/gpu/pc_trace_plugin.py)
+#             -> pc-trace.jsonl
 #   overhead  bench/overhead.py                      -> overhead-h200.json, overhead.txt
 #   models    bench/models.py                        -> models-h200.json, models.txt
 #   threads   bench/threads.py (THREADS: counts)     -> threads-h200.json, threads.txt
@@ -51,6 +53,10 @@ UPSTREAM_FILES="test_api.py test_profile.py test_cmd.py test_viewer.py test_lib.
 
 step_upstream() {
   local dir=/tmp/upstream_run bt=/tmp/upstream_basetemp
+  if [ "${UPSTREAM_PC_TRACE:-0}" = 1 ]; then
+    export PROTON_CTYPES_PC_TRACE="$OUT/pc-trace.jsonl" PYTEST_PLUGINS=pc_trace_plugin
+    export PYTHONPATH="$PWD/tests/gpu:$PYTHONPATH"
+  fi
   PROTON_UPSTREAM_IMPLS=${UPSTREAM_IMPLS:-ours} PROTON_UPSTREAM_RUN_TIMEOUT=${UPSTREAM_TIMEOUT:-270} \
     bash tests/upstream/run_on_gpu.sh "$dir" ${UPSTREAM_ARGS:---files $UPSTREAM_FILES} -- --basetemp=$bt \
     > "$OUT/upstream.txt" 2>&1
