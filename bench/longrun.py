@@ -19,7 +19,8 @@ figure), ``ratio_to_proton``, ``finalize_s``, ``kernels`` counted in the written
 ``expected_kernels``, ``rss_growth_mb_per_million`` (the slope of resident memory after the first
 ``--warm-launches``, read off the floor of the samples, see :func:`slope_per_million`) and
 ``flush_cpu_us_per_kernel``; for
-proton_ctypes also the scope-log entries its views hold at the end of the loop.
+proton_ctypes also the scope-log entries its views hold at the end of the loop and its activity
+buffers then (``buffers_at_end``).
 
 ``--impls`` may add ``floor:kernels``, ``floor:per_thread`` and ``floor:ours``
 (``bench/cupti_floor.py``): CUPTI switched on with no profiler around it, the same scopes doing
@@ -62,6 +63,8 @@ CPU_BACKENDS = {"mock": "mock", "fake-cupti": "cupti"}
 #: --backend fake-cupti: the fake libcupti the worker launches through
 _fake: list = []
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20
+#: the CUPTI backend's buffer figures reported at the end of the loop (``buffers_at_end``)
+BUFFER_STATS = ("buffers_allocated", "buffer_bytes", "buffers_peak_out", "buffer_requests")
 #: samples after the warm-up from which the RSS growth is read off its floor (:func:`slope_per_million`)
 MIN_FLOOR_SAMPLES = 8
 
@@ -205,10 +208,14 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     wall_s = time.perf_counter() - t0
     cpu1 = thread_cpu_s()
     names = thread_names()               # before finalize: the profiler's threads still live
-    entries = None
+    entries, buffers = None, None
     if impl == "proton_ctypes":
         from proton_ctypes.core import retention
+        from proton_ctypes.core.registry import G
         entries = retention.retained_entries()
+        # the activity buffers held now (CUPTI's records are written into our memory)
+        stats = [s.backend.stats for s in G.sessions.values() if hasattr(s.backend, "stats")]
+        buffers = {k: stats[0].get(k) for k in BUFFER_STATS} if stats else None
     if collector is not None:
         stop.set()
         collector.join()
@@ -227,7 +234,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
             "rss_growth_mb_per_million": slope_per_million(samples, warm),
             "other_threads_cpu_s": others, "flush_cpu_us_per_kernel": others / max(kernels or launches, 1) * 1e6,
             "other_threads_cpu_s_by_name": by_name,
-            "log_entries_at_end": entries}
+            "log_entries_at_end": entries, "buffers_at_end": buffers}
 
 
 def run(a) -> list:
@@ -276,6 +283,7 @@ def run(a) -> list:
             "rss_growth_mb_per_million": round(statistics.median(growth), 2) if growth else None,
             "flush_cpu_us_per_kernel": round(statistics.median([x["flush_cpu_us_per_kernel"] for x in rs]), 3),
             "log_entries_at_end": [x["log_entries_at_end"] for x in rs],
+            "buffers_at_end": [x["buffers_at_end"] for x in rs],
             "other_threads_cpu_s_by_name": [x["other_threads_cpu_s_by_name"] for x in rs],
             "rss_mb_every_round": [[(n, round(mb, 1)) for n, mb in x["rss_samples"]] for x in rs]})
     for row in rows:

@@ -36,3 +36,4 @@ def test_floor_rows_are_bare_rows_named_by_their_recipe_with_no_kernel_count(tmp
     ours = next(r for r in rows if r["impl"] == "proton_ctypes")
     assert ours["kernels"] == ours["expected_kernels"] == 20000
     assert "proton_ctypes-cupti" in ours["other_threads_cpu_s_by_name"][0]   # the collector's CPU, by its name
+    assert ours["buffers_at_end"][0]["buffers_allocated"] >= 1                 # and the buffers it holds
