@@ -269,3 +269,21 @@ def test_grafting_a_batch_of_replayed_rows_equals_grafting_each_row_alone():
             continue
         node = callpath.graft(node_of(int(codes[i])), node_of(int(caps[i])))
         assert got[i] == (op_code(node) if caps[i] < 0 else node)
+
+
+def test_grouping_a_batch_by_table_or_by_sort_gives_what_np_unique_gives():
+    # near keys (a batch's kernel nodes) go through a table, spread ones through a sort
+    import numpy as np
+    from hypothesis import given, settings, strategies as st
+
+    from proton_ctypes.tree.kernels import group
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.integers(-2**40, 2**40), min_size=1, max_size=60),
+           st.integers(-2**40, 2**40), st.integers(1, 200), st.booleans())
+    def check(raw, offset, span, spread):
+        keys = np.asarray([offset + r % span for r in raw] + (raw[:2] if spread else []), dtype=np.int64)
+        uniq, first, inverse = group(keys)
+        u, f, i = np.unique(keys, return_index=True, return_inverse=True)
+        assert np.array_equal(uniq, u) and np.array_equal(first, f) and np.array_equal(inverse, i.reshape(-1))
+    check()

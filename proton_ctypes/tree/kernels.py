@@ -2,7 +2,7 @@
 
 :mod:`proton_ctypes.core.attribution` finds, for every kernel row of a batch, the context code
 in force on the launching thread at launch and the phase it fell into; the functions here turn
-codes into kernel nodes and add the rows to :class:`~.phase.PhaseData`: ``np.unique`` groups
+codes into kernel nodes and add the rows to :class:`~.phase.PhaseData`: :func:`group` groups
 the rows by (phase, node), so Python runs once per distinct kernel node, never once per kernel.
 They know nodes, codes and phases; nothing of sessions, threads or views.
 """
@@ -20,6 +20,31 @@ from .phase import KernelRecords, PhaseData
 #: codes (nodes, and ``-(node+1)`` for ops) lie in [-_HALF, _HALF): a pair of them is one int64 key
 _HALF = 1 << 30
 _SPAN = 1 << 31
+#: :func:`group` counts keys in a table (one pass, no sort) when they span at most this many
+#: values per row of the batch; a wider spread is sorted (``np.unique``)
+TABLE_SPAN_PER_ROW = 4
+
+
+def group(keys: np.ndarray) -> tuple:
+    """``(uniq, first, inverse)`` of int64 ``keys``, as ``np.unique(keys, return_index=True,
+    return_inverse=True)`` gives them (sorted distinct keys, the index of each one's first row,
+    each row's index into them), without sorting when the keys lie close together: a batch's
+    kernels fall on a few nodes, numbered near each other, and sorting them is the larger part
+    of grouping them."""
+    n = len(keys)
+    if n:
+        lo = int(keys.min())
+        span = int(keys.max()) - lo + 1
+        if span <= TABLE_SPAN_PER_ROW * n:
+            k = keys - lo
+            first_of = np.full(span, n, dtype=np.int64)
+            first_of[k[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)   # the last write is the first row
+            present = np.flatnonzero(first_of < n)
+            index_of = np.empty(span, dtype=np.int64)
+            index_of[present] = np.arange(len(present), dtype=np.int64)
+            return present + lo, first_of[present], index_of[k]
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return uniq, first, inverse.reshape(-1)
 
 
 def graft(codes: np.ndarray, cap_codes: np.ndarray, has_cap: np.ndarray) -> np.ndarray:
@@ -47,12 +72,12 @@ def kernel_nodes(codes: np.ndarray, name_ids: np.ndarray) -> np.ndarray:
     base = int(nids.max()) + 1 if len(nids) else 1
     lo = int(codes.min()) if len(codes) else 0
     keys = (codes - lo) * base + nids
-    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    uniq, first, inv = group(keys)
     nodes = np.empty(len(uniq), dtype=np.int64)
     for j, i in enumerate(first.tolist()):
         code, nid = int(codes[i]), int(nids[i])
         nodes[j] = node_of(code) if code < 0 else callpath.child(code, strings.name_of(nid))
-    return nodes[inv.reshape(-1)]
+    return nodes[inv]
 
 
 def add_to_trees(phases: Dict[int, PhaseData], rows: np.ndarray, knodes: np.ndarray, phase: np.ndarray) -> None:
@@ -61,8 +86,7 @@ def add_to_trees(phases: Dict[int, PhaseData], rows: np.ndarray, knodes: np.ndar
     dur = (rows["end_ns"] - rows["start_ns"]).astype(np.int64)
     span = int(knodes.max()) + 1
     keys = phase.astype(np.int64) * span + knodes
-    uniq, inv = np.unique(keys, return_inverse=True)
-    inv = inv.reshape(-1)
+    uniq, _, inv = group(keys)
     counts = np.bincount(inv, minlength=len(uniq))
     times = np.bincount(inv, weights=dur, minlength=len(uniq))
     last = np.zeros(len(uniq), dtype=np.int64)
