@@ -44,6 +44,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from proton_overlay import command_prefix, real_proton  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_IMPLS = ("proton", "proton_ctypes", "proton_ctypes:api", "recipe:kernel_only", "recipe:api_deny",
@@ -128,7 +131,7 @@ def _time_all(torch, loads: dict) -> dict:
 def _start(impl: str, path: str, context: str = "shadow"):
     """Start ``impl`` (``proton`` and ``proton_ctypes`` with ``context``); return ``(stop(), info())``."""
     if impl == "proton":
-        import triton.profiler as proton
+        proton = real_proton()   # the installed Proton, or a newer one's (proton_overlay)
         proton.start(path, data="tree", context=context)
         return proton.finalize, dict
     if impl in ("proton_ctypes", "proton_ctypes:api"):
@@ -252,7 +255,7 @@ def main() -> None:
               f"{r['other_cpu_overhead_us']:+9.3f} {r['ratio_to_proton']}")
     if a.json:
         doc = {"machine": platform.node(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
-               "command": "python " + " ".join(sys.argv), "rows": rows}
+               "command": command_prefix() + "python " + " ".join(sys.argv), "rows": rows}
         with open(a.json, "w") as f:
             json.dump(doc, f, indent=1)
 

@@ -50,6 +50,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attribution import thread_cpu_s, thread_names  # noqa: E402  (the same bench helpers, one copy)
+from proton_overlay import command_prefix, real_proton  # noqa: E402
 from threads import KERNEL, count_kernels  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -98,8 +99,7 @@ def slope_per_million(samples: list, warm: int) -> float:
 
 def _profiler(impl: str, backend: str):
     if impl == "proton":
-        import triton.profiler as proton
-        return proton
+        return real_proton()   # the installed Proton, or a newer one's (proton_overlay)
     sys.path.insert(0, ROOT)
     if impl.startswith("floor:"):
         from cupti_floor import floor_profiler
@@ -319,7 +319,7 @@ def main() -> None:
     rows = run(a)
     if a.json:
         doc = {"machine": platform.node() or "h200", "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
-               "command": "python " + " ".join(sys.argv), "rows": rows}
+               "command": command_prefix() + "python " + " ".join(sys.argv), "rows": rows}
         with open(a.json, "w") as f:
             json.dump(doc, f, indent=1)
 

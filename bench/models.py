@@ -53,6 +53,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from proton_overlay import command_prefix, real_proton  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ("proton", "proton_ctypes")
 TRANSFORMER = dict(layers=6, d_model=512, heads=8, ff=2048, batch=32, tokens=128)
@@ -245,7 +248,7 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
     first); each timed chunk is compared with the mean of the bare chunks on either side."""
     import torch
     if impl == "proton":
-        import triton.profiler as proton
+        proton = real_proton()   # the installed Proton, or a newer one's (proton_overlay)
     elif impl.startswith("floor:"):
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from cupti_floor import floor_profiler
@@ -409,7 +412,8 @@ def main() -> None:
         rows, mismatches = summarize(runs, cases)
         if a.json:
             doc = {"machine": _machine(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
-                   "command": "python " + " ".join(sys.argv), "rows": rows, "path_mismatches": mismatches}
+                   "command": command_prefix() + "python " + " ".join(sys.argv), "rows": rows,
+                   "path_mismatches": mismatches}
             with open(a.json, "w") as f:
                 json.dump(doc, f, indent=1)
         return rows, mismatches

@@ -42,6 +42,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from proton_overlay import command_prefix, real_proton  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ("bare", "proton", "proton_ctypes", "torch.profiler")
 #: Diagnostic implementations (``--impls``), each with a no-op sink: the CUPTI backend alone,
@@ -124,7 +127,7 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
     proton = None
     delivered = [0]
     if impl == "proton":
-        import triton.profiler as proton
+        proton = real_proton()   # the installed Proton, or a newer one's (proton_overlay)
     elif impl == "proton_ctypes":
         sys.path.insert(0, ROOT)
         os.environ.setdefault(GRAPH_METRICS_ENV, "1")   # metrics captured with graphs (off by default)
@@ -502,7 +505,7 @@ def main():
             return
         rows = summarize(collected)
         doc = {"machine": _machine(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
-               "command": "python " + " ".join(sys.argv), "n": a.n, "warm": a.warm,
+               "command": command_prefix() + "python " + " ".join(sys.argv), "n": a.n, "warm": a.warm,
                "rounds": len(next(iter(collected.values()), [])), "reps": a.reps, "rows": rows,
                "proton_ctypes_stats": [r.get(c, {}).get("stats") for r in collected.get("proton_ctypes", [])
                                        for c in list(CASES)[:1]]}

@@ -30,6 +30,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from proton_overlay import command_prefix, real_proton  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ("proton", "proton_ctypes")
 DATA = ("tree", "trace")
@@ -39,7 +42,7 @@ KERNEL = "tiny"
 
 def _profiler(impl):
     if impl == "proton":
-        import triton.profiler as proton
+        proton = real_proton()   # the installed Proton, or a newer one's (proton_overlay)
     else:
         sys.path.insert(0, ROOT)
         import proton_ctypes as proton
@@ -156,7 +159,7 @@ def main() -> None:
         rows.extend(run_count(a, threads, launches))
         if a.json:      # after every thread count: a run cut short keeps what it measured
             doc = {"machine": platform.node() or "h200", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-                   "command": "python " + " ".join(sys.argv), "rows": rows}
+                   "command": command_prefix() + "python " + " ".join(sys.argv), "rows": rows}
             with open(a.json, "w") as f:
                 json.dump(doc, f, indent=1)
 

@@ -40,3 +40,28 @@ def test_a_file_importing_libproton_is_not_runnable_because_it_tests_the_cpp_bin
 def test_an_import_error_of_anything_else_keeps_its_own_words():
     assert run.import_reason("import numpy\n", "ModuleNotFoundError: No module named 'hatchet'", "3.6.0") == \
         "ModuleNotFoundError: No module named 'hatchet'"
+
+
+def test_real_proton_of_an_overlay_is_what_the_suite_imports_when_one_is_named(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+    triton = pytest.importorskip("triton")
+    installed = pathlib.Path(triton.__file__).parent
+    if not (installed / "_C" / "libproton.so").exists():
+        pytest.skip("this triton has no separate libproton.so")
+    overlay = tmp_path / "overlay" / "triton"
+    (overlay / "_C").mkdir(parents=True)
+    shutil.copy(installed / "_C" / "libproton.so", overlay / "_C")
+    shutil.copytree(installed / "profiler", overlay / "profiler")
+    shim = pathlib.Path(__file__).resolve().parent / "upstream" / "shim"
+    env = dict(os.environ, PROTON_UPSTREAM_IMPL="real", PROTON_BENCH_OVERLAY=str(tmp_path / "overlay"),
+               PYTHONPATH=str(shim))
+    env.pop("PROTON_UPSTREAM_ORACLE", None)
+    r = subprocess.run([sys.executable, "-c", "import triton.profiler as p; print(p.__file__)"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == str(overlay / "profiler" / "__init__.py")

@@ -26,6 +26,9 @@
 #   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
 #             context="python" case under proton_ctypes), native frames, every thread
 #             -> pyspy.txt (collapsed stacks, the top of them in the output)
+# PROTON_BENCH_OVERLAY=.upstream/proton39 (carried; `python bench/proton_overlay.py build <triton
+# 3.9 wheel> .upstream/proton39`): every bench's "proton", and the suite's "real", is Proton 3.9
+# over the installed triton 3.6.
 # $OUT gives back at most 8 files: run few steps per call.  ROUNDS (default 3) for every bench.
 set -u
 export PYTHONUNBUFFERED=1

@@ -144,6 +144,18 @@ def install_real_on_cpu(stub_dir: str = None) -> None:
     oracle.load()
 
 
+# --- real Proton of a newer triton release on a GPU machine: bench/proton_overlay.py ---
+
+def install_real_overlay() -> None:
+    """``triton.profiler`` is the Proton of the overlay named by ``PROTON_BENCH_OVERLAY`` (the
+    benches' helper, loaded by path), over the installed triton."""
+    path = os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench", "proton_overlay.py")
+    spec = importlib.util.spec_from_file_location("_proton_upstream_overlay", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.real_proton()
+
+
 # --- triton 3.6 lacks triton.testing.cuda_graph_without_gc (used by test_profile.py) ---
 
 @contextlib.contextmanager

@@ -3,7 +3,9 @@ run (pytest and the commands its tests start) gets the profiler chosen by the ru
 
 PROTON_UPSTREAM_IMPL=ours   triton.profiler[.X] is proton_ctypes[.X] (tests/upstream/alias.py)
 PROTON_UPSTREAM_IMPL=real   the real triton.profiler; with PROTON_UPSTREAM_ORACLE=1 (no GPU)
-                            host-only through the oracle recipe, stubs from PROTON_UPSTREAM_STUBS
+                            host-only through the oracle recipe, stubs from PROTON_UPSTREAM_STUBS;
+                            with PROTON_BENCH_OVERLAY (a GPU machine), the Proton of a newer
+                            triton release over the installed one (bench/proton_overlay.py)
 """
 import importlib.machinery
 import importlib.util
@@ -39,3 +41,5 @@ if _impl == "ours":
     _load_alias().install_ours()
 elif _impl == "real" and os.environ.get("PROTON_UPSTREAM_ORACLE") == "1":
     _load_alias().install_real_on_cpu(os.environ.get("PROTON_UPSTREAM_STUBS") or None)
+elif _impl == "real" and os.environ.get("PROTON_BENCH_OVERLAY"):
+    _load_alias().install_real_overlay()
