@@ -15,6 +15,11 @@ process's peak resident memory during the profiled loop.
 
 ``overhead_us`` = (profiled wall - bare wall) / (threads x launches), the median over
 rounds; ``ratio_to_proton`` = overhead / Proton's overhead of the same data kind.
+
+``--impls`` may add ``floor:kernels`` and ``floor:ours`` (``bench/cupti_floor.py``): CUPTI alone,
+the scopes doing nothing, run once per round with the first data kind; their rows are ``bare``
+rows with a ``floor`` key. With several launching threads both profilers pay about the same
+per launch; these rows say how much of that is CUPTI's.
 """
 from __future__ import annotations
 
@@ -43,6 +48,9 @@ KERNEL = "tiny"
 def _profiler(impl):
     if impl == "proton":
         proton = real_proton()   # the installed Proton, or a newer one's (proton_overlay)
+    elif impl.startswith("floor:"):
+        from cupti_floor import floor_profiler
+        proton = floor_profiler(impl)
     else:
         sys.path.insert(0, ROOT)
         import proton_ctypes as proton
@@ -130,8 +138,9 @@ def worker(impl: str, data: str, threads: int, launches: int, waves: int = 1) ->
     proton.finalize()
     finalize_s = time.perf_counter() - t0
     path = out + (".hatchet" if data == "tree" else ".chrome_trace")
+    kernels = None if impl.startswith("floor:") else count_kernels(path, data)   # a floor writes no file
     return {"impl": impl, "data": data, "bare_s": bare_s, "wall_s": wall_s, "finalize_s": finalize_s,
-            "kernels": count_kernels(path, data), "expected": threads * per_wave * waves,
+            "kernels": kernels, "expected": threads * per_wave * waves,
             "rss_growth_mb": (rss1 - rss0) / 1024.0}
 
 
@@ -169,7 +178,9 @@ def run_count(a, threads: int, launches: int) -> list:
     impls, datas = a.impls.split(","), a.data.split(",")
     runs = {(i, d): [] for i in impls for d in datas}
     for r in range(a.rounds):
-        order = [(i, d) for d in datas for i in (impls if r % 2 == 0 else impls[::-1])]
+        # a floor (no profiler: CUPTI alone) writes nothing, so it runs once, with the first data
+        order = [(i, d) for d in datas for i in (impls if r % 2 == 0 else impls[::-1])
+                 if not i.startswith("floor:") or d == datas[0]]
         for impl, data in order:
             cmd = [sys.executable, os.path.abspath(__file__), "--threads", str(threads), "--launches",
                    str(launches), "--churn", str(a.churn), "--worker", impl, data]
@@ -181,6 +192,7 @@ def run_count(a, threads: int, launches: int) -> list:
             runs[(impl, data)].append(res)
             print(f"round {r} {threads} threads {impl:14s} {data:5s} bare {res['bare_s']:.2f} s profiled "
                   f"{res['wall_s']:.2f} s kernels {res['kernels']}/{res['expected']}", file=sys.stderr)
+    floors = [i for i in impls if i.startswith("floor:")]
     n_ops = threads * (launches // a.churn) * a.churn
     rows = []
     overhead = {}
@@ -199,8 +211,16 @@ def run_count(a, threads: int, launches: int) -> list:
         fin = statistics.median([x["finalize_s"] for x in rs])
         ref = overhead.get(("proton", data))
         ratio = overhead[(impl, data)] / ref if ref else None
-        kernels = min(x["kernels"] for x in rs)
         rss = statistics.median([x["rss_growth_mb"] for x in rs])
+        if impl in floors:
+            rows.append({"case": case, "impl": "bare", "floor": impl.split(":", 1)[1], "us_per_op": round(us, 3),
+                         "overhead_us": round(overhead[(impl, data)], 3),
+                         "ratio_to_proton": None if ratio is None else round(ratio, 3), "finalize_s": None,
+                         "kernels": None, "expected_kernels": n_ops, "rss_growth_mb": round(rss, 1)})
+            print(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
+                  f"{'' if ratio is None else f'{ratio:9.2f}':>9s}")
+            continue
+        kernels = min(x["kernels"] for x in rs)
         rows.append({"case": case, "impl": "bare", "us_per_op": round(bare_us, 3), "overhead_us": None,
                      "ratio_to_proton": None, "finalize_s": None})
         rows.append({"case": case, "impl": impl, "us_per_op": round(us, 3),
