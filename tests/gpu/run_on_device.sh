@@ -34,6 +34,8 @@ set -u
 export PYTHONUNBUFFERED=1
 # the repository is not installed on the device machine: every step imports proton_ctypes from here
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# absolute: the suite's processes run in a folder of their own
+[ -n "${PROTON_BENCH_OVERLAY:-}" ] && export PROTON_BENCH_OVERLAY=$(realpath "$PROTON_BENCH_OVERLAY")
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}
 STEPS=${*:-tests overhead}
