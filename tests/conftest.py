@@ -91,6 +91,25 @@ def cupti():
     select.unregister("cupti")
 
 
+@pytest.fixture
+def installed_proton_overlay(tmp_path):
+    """An overlay folder (``bench/proton_overlay.py``) made of the installed triton's own Proton:
+    its ``libproton.so`` and ``profiler`` package; skips where triton or a separate
+    ``libproton.so`` is missing."""
+    import pathlib
+    import shutil
+
+    triton = pytest.importorskip("triton")
+    installed = pathlib.Path(triton.__file__).parent
+    if not (installed / "_C" / "libproton.so").exists():
+        pytest.skip("this triton has no separate libproton.so")
+    overlay = tmp_path / "overlay"
+    (overlay / "triton" / "_C").mkdir(parents=True)
+    shutil.copy(installed / "_C" / "libproton.so", overlay / "triton" / "_C")
+    shutil.copytree(installed / "profiler", overlay / "triton" / "profiler")
+    return overlay
+
+
 def parsed(backend, mode):
     """``(mode name, options)`` of ``mode`` as the session layer parses it for ``backend``:
     ``("", {})``, ``("periodic_flushing", {"format": F})`` or ``("pcsampling", {"interval": N})``."""

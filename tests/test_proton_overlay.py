@@ -3,7 +3,6 @@ has triton 3.6; graph metrics need Proton 3.9). Here: an overlay takes only Prot
 a wheel, and loads them over the installed triton instead of its own Proton."""
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -39,25 +38,19 @@ def test_build_refuses_a_wheel_without_proton(tmp_path):
         proton_overlay.build(wheel, str(tmp_path / "o"))
 
 
-def test_with_the_overlay_named_the_benches_proton_is_the_overlays(tmp_path):
-    triton = pytest.importorskip("triton")
-    installed = pathlib.Path(triton.__file__).parent
-    if not (installed / "_C" / "libproton.so").exists():
-        pytest.skip("this triton has no separate libproton.so")
-    overlay = tmp_path / "overlay" / "triton"
-    (overlay / "_C").mkdir(parents=True)
-    shutil.copy(installed / "_C" / "libproton.so", overlay / "_C")
-    shutil.copytree(installed / "profiler", overlay / "profiler")
+def test_with_the_overlay_named_the_benches_proton_is_the_overlays(installed_proton_overlay):
+    root = installed_proton_overlay
+    overlay = root / "triton"
     program = ("import sys; sys.path.insert(0, sys.argv[1]); import proton_overlay as o; p = o.real_proton(); "
                "import triton._C.libproton as lp; print(p.__file__); print(lp.__file__); print(o.command_prefix())")
-    env = dict(os.environ, **{proton_overlay.OVERLAY_ENV: str(tmp_path / "overlay")})
+    env = dict(os.environ, **{proton_overlay.OVERLAY_ENV: str(root)})
     r = subprocess.run([sys.executable, "-c", program, str(BENCH)], env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     profiler_file, lib_file, prefix = r.stdout.split("\n")[:3]
     assert profiler_file.startswith(str(overlay / "profiler"))
     assert lib_file == str(overlay / "_C" / "libproton.so")
-    assert prefix == f"{proton_overlay.OVERLAY_ENV}={tmp_path / 'overlay'} "
+    assert prefix == f"{proton_overlay.OVERLAY_ENV}={root} "
 
 
 def test_the_overlay_refuses_to_load_over_a_proton_already_imported():

@@ -2,7 +2,10 @@
 a test file that cannot even be imported here is not run, in words, and counts it apart from the
 failures (checked on a made-up run: no upstream file is needed)."""
 import importlib.util
+import os
 import pathlib
+import subprocess
+import sys
 
 _spec = importlib.util.spec_from_file_location(
     "upstream_run", pathlib.Path(__file__).resolve().parent / "upstream" / "run.py")
@@ -42,26 +45,12 @@ def test_an_import_error_of_anything_else_keeps_its_own_words():
         "ModuleNotFoundError: No module named 'hatchet'"
 
 
-def test_real_proton_of_an_overlay_is_what_the_suite_imports_when_one_is_named(tmp_path):
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    import pytest
-    triton = pytest.importorskip("triton")
-    installed = pathlib.Path(triton.__file__).parent
-    if not (installed / "_C" / "libproton.so").exists():
-        pytest.skip("this triton has no separate libproton.so")
-    overlay = tmp_path / "overlay" / "triton"
-    (overlay / "_C").mkdir(parents=True)
-    shutil.copy(installed / "_C" / "libproton.so", overlay / "_C")
-    shutil.copytree(installed / "profiler", overlay / "profiler")
+def test_real_proton_of_an_overlay_is_what_the_suite_imports_when_one_is_named(installed_proton_overlay):
     shim = pathlib.Path(__file__).resolve().parent / "upstream" / "shim"
-    env = dict(os.environ, PROTON_UPSTREAM_IMPL="real", PROTON_BENCH_OVERLAY=str(tmp_path / "overlay"),
+    env = dict(os.environ, PROTON_UPSTREAM_IMPL="real", PROTON_BENCH_OVERLAY=str(installed_proton_overlay),
                PYTHONPATH=str(shim))
     env.pop("PROTON_UPSTREAM_ORACLE", None)
     r = subprocess.run([sys.executable, "-c", "import triton.profiler as p; print(p.__file__)"], env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.strip() == str(overlay / "profiler" / "__init__.py")
+    assert r.stdout.strip() == str(installed_proton_overlay / "triton" / "profiler" / "__init__.py")
