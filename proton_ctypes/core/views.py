@@ -140,7 +140,9 @@ class View:
         log = self.log
         n = len(log) & ~1
         if n:
-            chunk = np.fromiter(log[:n], np.int64, n).reshape(-1, 2)
+            # straight from the list (no slice copy): only its first n items are read, and the
+            # owner thread only appends
+            chunk = np.fromiter(log, np.int64, n).reshape(-1, 2)
             del log[:n]
             self.chunks.append(chunk)
             if len(self.chunks) > MAX_CHUNKS:

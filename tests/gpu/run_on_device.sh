@@ -24,7 +24,8 @@
 #   probe     tests/gpu/probe_latency_toggle.py: CUPTI latency timestamps switched on mid-session
 #             -> latency_probe.json
 #   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
-#             context="python" case under proton_ctypes), native frames, every thread
+#             context="python" case under proton_ctypes), native frames, every thread (PYSPY_FLAGS
+#             replaces "--native --threads", e.g. "--gil --threads")
 #             -> pyspy.txt (collapsed stacks, the top of them in the output)
 # PROTON_BENCH_OVERLAY=.upstream/proton39 (carried; `python bench/proton_overlay.py build <triton
 # 3.9 wheel> .upstream/proton39`): every bench's "proton", and the suite's "real", is Proton 3.9
@@ -96,7 +97,8 @@ bench_step() {  # NAME TIMEOUT COMMAND...: one benchmark, its JSON and its print
 step_pyspy() {
   python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy*.whl || return
   local cmd=${PYSPY_CMD:-python3 bench/models.py --worker proton_ctypes --cases python --chunks 2}
-  timeout "${PYSPY_TIMEOUT:-300}" /tmp/pyspy/bin/py-spy record -r 250 --native --threads -f raw \
+  # PYSPY_FLAGS: --native falls behind on the compile case and times out; "--gil --threads" does not
+  timeout "${PYSPY_TIMEOUT:-300}" /tmp/pyspy/bin/py-spy record -r 250 ${PYSPY_FLAGS:---native --threads} -f raw \
     -o "$OUT/pyspy.txt" -- $cmd > /tmp/pyspy.log 2>&1
   echo "pyspy rc=$?"; tail -n 5 /tmp/pyspy.log
   # the heaviest leaf frames (collapsed stacks: "frame;frame;... count")

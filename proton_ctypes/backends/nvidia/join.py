@@ -195,12 +195,14 @@ class Joiner:
         self.stats["owner_matched"] += int(stamped.sum())
         self.stats["lazy_matched"] += int(lazy.sum())
         self.stats["api_missing"] += int(n - found.sum() - stamped.sum() - lazy.sum())
-        batch["tid"][found] = self.api.cols["tid"][row[found]]
+        tid = batch["tid"]
         launch = batch["start_ns"].copy()
-        launch[found] = self.api.cols["start"][row[found]] - off
+        if found.any():
+            _assign(tid, found, self.api.cols["tid"][row])
+            _assign(launch, found, self.api.cols["start"][row] - off)
         if stamped.any():
-            batch["tid"][stamped] = k["owner"][stamped]
-            launch[stamped] = k["queued"][stamped].astype(np.int64) - off
+            _assign(tid, stamped, k["owner"])
+            _assign(launch, stamped, k["queued"].astype(np.int64) - off)
         if lazy.any():
             # launched before the first context change (no thread had a scope, no session had
             # changed), at or before the kernel's start: any time in [launch, change) has the
@@ -323,6 +325,15 @@ def _stamped(k: dict) -> np.ndarray:
     if "queued" not in k or "owner" not in k:
         return np.zeros(k["start"].size, bool)
     return (k["queued"] != 0) & (k["owner"] >= 0)
+
+
+def _assign(out: np.ndarray, mask: np.ndarray, values: np.ndarray) -> None:
+    """``out[mask] = values[mask]``, as one whole-column copy when ``mask`` is all True (the
+    common batch: every kernel stamped, or every one matched); a boolean index writes row by row."""
+    if mask.all():
+        out[...] = values
+    else:
+        out[mask] = values[mask]
 
 
 def _unused(n: int, used_rows: np.ndarray) -> np.ndarray:
