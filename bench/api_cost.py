@@ -34,10 +34,8 @@ from __future__ import annotations
 import argparse
 import collections
 import ctypes
-import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -45,7 +43,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proton_overlay import command_prefix, real_proton  # noqa: E402
+import results_file  # noqa: E402
+from proton_overlay import real_proton  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -71,7 +70,7 @@ def _loaded_library(fragment: str) -> str:
 def _workloads(torch):
     """name -> callable running ``n`` operations."""
     sys.path.insert(0, HERE)
-    from models import transformer_step
+    from model_steps import transformer_step
     out = {}
     try:
         cudart = ctypes.CDLL(_loaded_library("libcudart"))
@@ -254,10 +253,7 @@ def main() -> None:
         print(f"{r['case']:18s} {name:28s} {r['bare_us']:9.3f} {r['overhead_us']:+9.3f} {r['wall_overhead_us']:+9.3f} "
               f"{r['other_cpu_overhead_us']:+9.3f} {r['ratio_to_proton']}")
     if a.json:
-        doc = {"machine": platform.node(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
-               "command": command_prefix() + "python " + " ".join(sys.argv), "rows": rows}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        results_file.write(a.json, rows)
 
 
 if __name__ == "__main__":

@@ -41,10 +41,7 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime
-import json
 import os
-import platform
 import random
 import statistics
 import sys
@@ -54,6 +51,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_file  # noqa: E402
 
 RECIPES = ("kernel_only", "kernel_no_timestamps", "api_deny", "api_driver", "api_runtime", "api_deny_all", "api_all",
            "launch_callback")
@@ -124,7 +122,7 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     import torch
-    from models import transformer_step
+    from model_steps import transformer_step
     from proton_ctypes.backends.cupti import CuptiBackend
     from proton_ctypes.backends.nvidia import parse as P
     from proton_ctypes.backends.nvidia import layout as L
@@ -218,10 +216,7 @@ def main() -> None:
                      "other_threads_cpu_ms_per_step": round(other * 1e3, 3),
                      "main_thread_cpu_ms_per_step": round(statistics.median(res["main_cpu_s"]) / a.steps * 1e3, 3)})
     if a.json:
-        doc = {"machine": platform.node(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
-               "command": "python " + " ".join(sys.argv), "steps": a.steps, "rounds": a.rounds, "rows": rows}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        results_file.write(a.json, rows, steps=a.steps, rounds=a.rounds)
 
 
 if __name__ == "__main__":

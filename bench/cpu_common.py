@@ -1,14 +1,11 @@
-"""What the CPU benchmarks share: the two profilers side by side, and the results file.
+"""What the CPU benchmarks share: the two profilers side by side (results files: :mod:`results_file`).
 
 Imported by ``bench/*.py`` run as scripts (their folder is on ``sys.path``).
 """
 from __future__ import annotations
 
-import json
 import os
-import platform
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -35,9 +32,3 @@ def profilers():
     return real, proton_ctypes_with_mock()
 
 
-def write_results(path: str, rows: list) -> None:
-    """Write ``rows`` as ``bench/results`` files hold them: machine, date, command, rows."""
-    doc = {"machine": platform.node() or "cpu", "date": time.strftime("%Y-%m-%d"),
-           "command": "python " + " ".join(sys.argv), "rows": rows}
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)

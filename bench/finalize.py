@@ -16,7 +16,8 @@ import statistics
 import tempfile
 import time
 
-from cpu_common import proton_ctypes_with_mock, write_results
+import results_file  # noqa: E402
+from cpu_common import proton_ctypes_with_mock
 
 proton = proton_ctypes_with_mock()
 from proton_ctypes.backends import select  # noqa: E402
@@ -54,7 +55,7 @@ def main():
                      "ratio_to_proton": round(ratio, 3)})
         rows.append({"case": case, "impl": "proton", "finalize_s": PROTON_H200[data]})
     if a.json:
-        write_results(a.json, rows)
+        results_file.write(a.json, rows)
 
 if __name__ == "__main__":
     main()

@@ -21,7 +21,8 @@ import statistics
 import tempfile
 import time
 
-from cpu_common import profilers, write_results
+import results_file  # noqa: E402
+from cpu_common import profilers
 
 real, ours = profilers()
 from triton import knobs  # noqa: E402
@@ -115,7 +116,7 @@ def main():
             print(f"{'hook, ' + case:30s} {impl:18s} {row['us_per_op']:7.3f} "
                   f"{row.get('overhead_us', 0):+9.3f} {row.get('ratio_to_proton', float('nan')):9.2f}")
     if a.json:
-        write_results(a.json, rows)
+        results_file.write(a.json, rows)
 
 if __name__ == "__main__":
     main()

@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -50,7 +49,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attribution import thread_cpu_s, thread_names  # noqa: E402  (the same bench helpers, one copy)
-from proton_overlay import command_prefix, real_proton  # noqa: E402
+import results_file  # noqa: E402
+from proton_overlay import real_proton  # noqa: E402
 from threads import KERNEL, count_kernels  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -318,10 +318,7 @@ def main() -> None:
         a.impls = "proton_ctypes" if a.backend in CPU_BACKENDS else ",".join(IMPLS)
     rows = run(a)
     if a.json:
-        doc = {"machine": platform.node() or "h200", "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
-               "command": command_prefix() + "python " + " ".join(sys.argv), "rows": rows}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        results_file.write(a.json, rows)
 
 
 if __name__ == "__main__":

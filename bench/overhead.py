@@ -13,7 +13,7 @@ round by round (the order rotates), and every figure is the median over rounds. 
 * ``context="python"`` (torch ``x.add_(1)``, as in Proton's reference figure);
 * ``data="trace"`` (Triton, one scope): per launch, and its ``finalize``;
 * the ``finalize`` of the tree of the first case;
-* ``graph replay with device-tensor metrics`` (issue 21): a CUDA graph of 20 Triton kernels in 4
+* ``graph replay with device-tensor metrics``: a CUDA graph of 20 Triton kernels in 4
   scopes that each carry a device-tensor metric, captured while profiling, replayed 10 000 times
   in one scope; one op = one replay (docs/graph-metrics.md); the expected kernels are the
   graph's own (each replay adds 4 ``<metric>`` kernels on top).  ``--cases graph`` runs it alone.
@@ -31,11 +31,9 @@ kernels cannot look fast.
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -43,45 +41,15 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proton_overlay import command_prefix, real_proton  # noqa: E402
+import results_file  # noqa: E402
+from proton_overlay import real_proton  # noqa: E402
+from overhead_cases import (BASIC_CASES, CASES, FINALIZE_CASES, GRAPH_KERNELS, GRAPH_METRICS_ENV,  # noqa: E402
+                            GRAPH_SCOPES, HOOK_CASE, IMPLS)
+from overhead_diagnostics import DIAGNOSTIC_IMPLS, HOOK_DIAGNOSTIC_IMPLS  # noqa: E402
+from overhead_diagnostics import start as start_diagnostic  # noqa: E402
+from overhead_table import print_table, summarize  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-IMPLS = ("bare", "proton", "proton_ctypes", "torch.profiler")
-#: Diagnostic implementations (``--impls``), each with a no-op sink: the CUPTI backend alone,
-#: parsing every completed buffer at once (eager) or only at flush (lazy); the same backend with
-#: kernel records only (no launch-API records); and a bare ``cuptiSubscribe`` with nothing
-#: enabled (what merely attaching a CUPTI subscriber costs the driver's launch path).  Each
-#: is started before and stopped after every timed loop, like the profilers' sessions.
-#: The hook diagnostics measure, on the launch_metadata case, what any Python launch hook pays
-#: before doing its own work: Triton's hook chain with an empty hook, with a hook that only
-#: evaluates the metadata, and that hook under the CUPTI backend (lazy) -- the floor of ``hook="triton"``.
-HOOK_DIAGNOSTIC_IMPLS = ("hook_empty", "hook_metadata", "cupti_hook_metadata")
-DIAGNOSTIC_IMPLS = ("cupti_eager", "cupti_lazy", "cupti_kernel_only", "cupti_subscribe_only") + HOOK_DIAGNOSTIC_IMPLS
-HOOK_CASE = 'hook="triton", launch_metadata'
-GRAPH_CASE = "graph replay with device-tensor metrics"
-#: proton_ctypes' switch for metrics captured with CUDA graphs (core/graph_metrics.py)
-GRAPH_METRICS_ENV = "PROTON_CTYPES_GRAPH_METRICS"
-#: the graph case: kernels, metric scopes (the kernels spread over them), replays
-GRAPH_KERNELS, GRAPH_SCOPES, GRAPH_REPLAYS = 20, 4, 10_000
-CASES = {
-    "triton launch, one scope": dict(kernel="triton"),
-    "torch x.add_(1), one scope": dict(kernel="torch"),
-    "scope around every launch": dict(kernel="triton", per_launch="scope"),
-    "state around every launch": dict(kernel="triton", per_launch="state"),
-    'context="python" (torch)': dict(kernel="torch", start=dict(context="python")),
-    'data="trace" (triton)': dict(kernel="triton", start=dict(data="trace")),
-    # issue 7: the launch-metadata hook and device-tensor metrics
-    'hook="triton", launch_metadata': dict(kernel="triton_meta", start=dict(hook="triton")),
-    'hook="triton", kernel excluded by name': dict(kernel="triton_meta", start=dict(hook="triton"),
-                                                  exclude="tiny.*"),
-    "scope with a device-tensor metric": dict(kernel="triton", per_launch="tensor_metric"),
-    # issue 21: metrics captured in a CUDA graph, replayed
-    GRAPH_CASE: dict(kernel="graph", n=GRAPH_REPLAYS, warm=100),
-}
-TORCH_PROFILER_CASES = ("triton launch, one scope", "torch x.add_(1), one scope")
-BASIC_CASES = TORCH_PROFILER_CASES
-FINALIZE_CASES = {"finalize of the tree": "triton launch, one scope",
-                  'finalize, data="trace"': 'data="trace" (triton)'}
 
 
 # ============================================================================ worker
@@ -214,53 +182,6 @@ def _bare_loop(spec, n, warm, torch, launch_triton, launch_torch) -> float:
     return (time.perf_counter() - t0) / n * 1e6
 
 
-def _diagnostic_backend(impl, delivered):
-    """Start the diagnostic CUPTI configuration ``impl`` (see DIAGNOSTIC_IMPLS); ``stop()`` ends it."""
-    import ctypes
-    from proton_ctypes.backends.nvidia import layout as L
-    from proton_ctypes.backends.cupti import CuptiBackend
-    from proton_ctypes.backends.nvidia.lib import CALLBACK_FUNC, load_cupti
-
-    def sink(batch):
-        delivered[0] += len(batch)
-    if impl in HOOK_DIAGNOSTIC_IMPLS:
-        return _diagnostic_hook(impl, delivered)
-    if impl == "cupti_subscribe_only":
-        lib = load_cupti()
-        handle, cb = ctypes.c_void_p(), CALLBACK_FUNC(lambda *a: None)
-        lib.call("cuptiSubscribe", ctypes.byref(handle), cb, None)
-
-        class Subscribed:
-            def stop(self):
-                lib.call("cuptiUnsubscribe", handle)
-            keep = cb
-        return Subscribed()
-    backend = CuptiBackend(parse_batch_buffers=1 if impl == "cupti_eager" else 10**6)
-    if impl == "cupti_kernel_only":
-        def kernel_only(lib):
-            lib.call("cuptiActivityEnable", L.KIND_CONCURRENT_KERNEL)
-            backend._enabled_kinds.append(L.KIND_CONCURRENT_KERNEL)
-        backend._enable_activity = kernel_only
-    backend.start(sink)
-    return backend
-
-
-def _diagnostic_hook(impl, delivered):
-    """Install the diagnostic launch hook ``impl`` in Triton's chain (with CUPTI for cupti_*)."""
-    import triton
-    chain = triton.knobs.runtime.launch_enter_hook
-    fn = (lambda md: None) if impl == "hook_empty" else (lambda md: md.get())
-    backend = _diagnostic_backend("cupti_lazy", delivered) if impl.startswith("cupti_") else None
-    chain.add(fn)
-
-    class Hooked:
-        def stop(self):
-            chain.remove(fn)
-            if backend is not None:
-                backend.stop()
-    return Hooked()
-
-
 def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton, launch_torch, rep):
     """One timed loop of ``case`` under ``impl``: µs per op, finalize seconds, kernels recorded."""
     spec = CASES[case]
@@ -303,7 +224,7 @@ def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton,
         # profiler was finalized): the reference for ``overhead_us``
         out["bare_us"] = _bare_loop(spec, n, warm, torch, launch_triton, launch_torch)
     if impl in DIAGNOSTIC_IMPLS:
-        backend = _diagnostic_backend(impl, delivered)
+        backend = start_diagnostic(impl, delivered)
     if impl == "bare" or impl in DIAGNOSTIC_IMPLS:
         before = delivered[0]
         loop(warm)
@@ -396,83 +317,6 @@ def run_rounds(impls, rounds, n, warm, reps, log, after_round=None):
     return collected
 
 
-def _median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
-def _pooled(collected, impl, case):
-    """Median of every (profiled - own bare) pair of ``impl`` in ``case`` over all rounds."""
-    pairs = [x for r in collected.get(impl, []) for x in r.get(case, {}).get("self_pairs_us", [])]
-    return round(statistics.median(pairs), 3) if pairs else None
-
-
-def summarize(collected):
-    """Rows of the results table (medians over rounds)."""
-    def med(impl, case, key):
-        return _median([r.get(case, {}).get(key) for r in collected.get(impl, [])])
-
-    rows = []
-    for case in CASES:
-        bare = med("bare", case, "us")
-        proton_over = None
-        for impl in IMPLS + DIAGNOSTIC_IMPLS:
-            if impl in HOOK_DIAGNOSTIC_IMPLS:
-                if case != HOOK_CASE:
-                    continue
-            elif impl in ("torch.profiler",) + DIAGNOSTIC_IMPLS and case not in BASIC_CASES:
-                continue
-            us = med(impl, case, "us")
-            if us is None:
-                continue
-            cross = None if bare is None or impl == "bare" else us - bare
-            own = _pooled(collected, impl, case)
-            over = own if own is not None else cross
-            if impl == "proton":
-                proton_over = over
-            row = {"case": case, "impl": impl, "us_per_op": round(us, 3),
-                   "overhead_us": None if over is None else round(over, 3), "ratio_to_proton": None,
-                   "finalize_s": None,
-                   "overhead_cross_process_us": None if cross is None else round(cross, 3),
-                   "rounds_us": [round(r[case]["us"], 3) for r in collected[impl]
-                                             if case in r and r[case]["us"] is not None],
-                   "reps_us": [r[case].get("us_reps") for r in collected[impl] if case in r]}
-            if impl not in ("bare", "torch.profiler"):
-                row["kernels_recorded"] = [r[case].get("kernels") for r in collected[impl] if case in r]
-                row["kernels_expected"] = next((r[case].get("expected_kernels") for r in collected[impl]
-                                                if case in r), None)
-            rows.append(row)
-        for row in rows:
-            if row["case"] == case and row["overhead_us"] is not None and proton_over:
-                row["ratio_to_proton"] = round(row["overhead_us"] / proton_over, 3)
-    for fcase, source in FINALIZE_CASES.items():
-        proton_f = med("proton", source, "finalize_s")
-        for impl in ("proton", "proton_ctypes", "torch.profiler") + DIAGNOSTIC_IMPLS:
-            f = med(impl, source, "finalize_s")
-            if f is None:
-                continue
-            rows.append({"case": fcase, "impl": impl, "us_per_op": None, "overhead_us": None,
-                         "ratio_to_proton": round(f / proton_f, 3) if proton_f else None,
-                         "finalize_s": round(f, 5)})
-    return rows
-
-
-def print_table(rows, out=sys.stdout):
-    """The printed table: µs per op, overhead over bare, ratio to Proton, finalize seconds."""
-    head = (f"{'case':30s} {'impl':20s} {'us/op':>8s} {'overhead':>9s} {'vs Proton':>9s} {'x-process':>9s} "
-            f"{'finalize s':>10s}")
-    print(head, file=out)
-    print("-" * len(head), file=out)
-
-    def fmt(v, spec):
-        return format(v, spec) if v is not None else "-"
-    for r in rows:
-        print(f"{r['case'][:30]:30s} {r['impl']:20s} {fmt(r['us_per_op'], '8.2f'):>8s} "
-              f"{fmt(r['overhead_us'], '+9.2f'):>9s} {fmt(r['ratio_to_proton'], '9.2f'):>9s} "
-              f"{fmt(r.get('overhead_cross_process_us'), '+9.2f'):>9s} "
-              f"{fmt(r['finalize_s'], '10.4f'):>10s}", file=out)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--worker", choices=IMPLS + DIAGNOSTIC_IMPLS)
@@ -503,36 +347,13 @@ def main():
     def save(collected):
         if not a.json:
             return
-        rows = summarize(collected)
-        doc = {"machine": _machine(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
-               "command": command_prefix() + "python " + " ".join(sys.argv), "n": a.n, "warm": a.warm,
-               "rounds": len(next(iter(collected.values()), [])), "reps": a.reps, "rows": rows,
-               "proton_ctypes_stats": [r.get(c, {}).get("stats") for r in collected.get("proton_ctypes", [])
-                                       for c in list(CASES)[:1]]}
-        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        results_file.write(a.json, summarize(collected), n=a.n, warm=a.warm,
+                           rounds=len(next(iter(collected.values()), [])), reps=a.reps,
+                           proton_ctypes_stats=[r.get(c, {}).get("stats") for r in collected.get("proton_ctypes", [])
+                                                for c in list(CASES)[:1]])
 
     collected = run_rounds(impls, a.rounds, a.n, a.warm, a.reps, log, after_round=save)
     print_table(summarize(collected))
-
-
-@functools.lru_cache(maxsize=None)
-def _machine() -> str:
-    gpu = "?"
-    try:
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.strip()
-    except Exception:
-        pass
-    versions = {}
-    for mod in ("torch", "triton", "numpy"):
-        try:
-            versions[mod] = __import__(mod).__version__
-        except Exception:
-            pass
-    return f"{platform.node()} | {gpu} | Python {platform.python_version()} | " + \
-        ", ".join(f"{k} {v}" for k, v in versions.items())
 
 
 if __name__ == "__main__":

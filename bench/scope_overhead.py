@@ -22,7 +22,8 @@ import statistics
 import tempfile
 import time
 
-from cpu_common import profilers, write_results
+import results_file  # noqa: E402
+from cpu_common import profilers
 
 real, ours = profilers()
 
@@ -146,7 +147,7 @@ def main():
                                  "impl": "proton_ctypes" if i.startswith("proton_ctypes") else i,
                                  "us_per_op": round(med[i], 4), "ratio_to_proton": round(ratio[i], 3)})
     if a.json:
-        write_results(a.json, rows)
+        results_file.write(a.json, rows)
 
 if __name__ == "__main__":
     main()

@@ -24,10 +24,8 @@ per launch; these rows say how much of that is CUPTI's.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -36,7 +34,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proton_overlay import command_prefix, real_proton  # noqa: E402
+import results_file  # noqa: E402
+from proton_overlay import real_proton  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ("proton", "proton_ctypes")
@@ -167,10 +166,7 @@ def main() -> None:
         launches = a.total // threads if a.total else a.launches
         rows.extend(run_count(a, threads, launches))
         if a.json:      # after every thread count: a run cut short keeps what it measured
-            doc = {"machine": platform.node() or "h200", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-                   "command": command_prefix() + "python " + " ".join(sys.argv), "rows": rows}
-            with open(a.json, "w") as f:
-                json.dump(doc, f, indent=1)
+            results_file.write(a.json, rows)
 
 
 def run_count(a, threads: int, launches: int) -> list:
