@@ -8,10 +8,10 @@ starts; without a GPU the host-only backend records everything but kernels.
 import os as _os
 
 from ._version import __version__
-from ._rocm import configure_runtime as _configure_rocm_runtime
+from ._rocm import configure_runtime
 
 try:  # as 3.9: pick TheRock's ROCm runtime before any GPU library loads (None without it)
-    _hsa_runtime_handle = _configure_rocm_runtime()
+    _hsa_runtime_handle = configure_runtime()
 except Exception:  # a broken ROCm wheel install must not break the import; start reports it
     _hsa_runtime_handle = None
 

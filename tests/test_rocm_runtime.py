@@ -150,8 +150,9 @@ def test_same_environment_as_real(therock, monkeypatch, preset):
     assert results[0] == results[1]
 
 
-def test_package_import_configured_the_runtime():
+def test_package_import_configured_the_runtime_and_exports_configure_runtime_as_triton_3_9():
     # no TheRock here: the import ran configure_runtime and kept its (None) result
+    assert proton_ctypes.configure_runtime is proton_ctypes._rocm.configure_runtime
     assert hasattr(proton_ctypes, "_hsa_runtime_handle")
     if importlib.util.find_spec("rocm_sdk") is None:
         assert proton_ctypes._hsa_runtime_handle is None
