@@ -16,7 +16,7 @@ import statistics
 import tempfile
 import time
 
-import results_file  # noqa: E402
+import results_file
 from cpu_common import proton_ctypes_with_mock
 
 proton = proton_ctypes_with_mock()

@@ -29,7 +29,11 @@ mean of the bare chunks on either side.  ``overhead_us`` is the median over all 
 its synchronisation), where a profiler's cost is paid even when the GPU hides it.  Every profiled
 file's kernels are counted per call path; ``kernels`` is ours, ``expected_kernels``
 Proton's, and ``paths_match`` says whether the two files have the same kernel count on
-every call path (random seeds fixed).
+every call path (random seeds fixed).  Two diagnostics say where a cost went:
+``gpu_kernel_us_per_step``, the summed GPU time of the file's kernels per step (kernels slowed
+on the GPU, or only spread out?), and ``other_threads_cpu_overhead_us``, per thread name the CPU
+µs per step the process's other threads spent in profiled chunks minus in bare ones (the
+profiler's collector, CUPTI's threads, autograd's launching thread).
 
 ``--impls`` may add ``floor:kernels`` and ``floor:ours`` (``bench/cupti_floor.py``): CUPTI's
 kernel records with no profiler, the floor under every CUPTI profiler, and the CUPTI
@@ -48,11 +52,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_steps import MODELS  # noqa: E402
 import results_file  # noqa: E402
+from attribution import thread_cpu_s, thread_names  # noqa: E402  (the same bench helpers, one copy)
 from proton_overlay import real_proton  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,6 +78,8 @@ VARIANTS = {"lazy": ("LAZY_TIMESTAMPS_ENV", "1"), "api": ("LAUNCH_SOURCE_ENV", "
 #: cases whose kernel counts depend on timing (the autotuner): compared by paths and metric names
 TIMED_CASES = ('matmul autotune, hook="triton", launch_metadata',)
 WARMUP_STEPS = 10
+#: the hatchet metric of a kernel node's summed GPU time
+KERNEL_TIME = "time (ns)"
 #: steps run in each session before its timed chunk (what a session's first steps cost --
 #: CUPTI instrumenting each kernel again, our first buffers -- is reported apart, as ``warm``)
 SESSION_WARM_STEPS = 20
@@ -79,10 +87,11 @@ SESSION_WARM_STEPS = 20
 
 # ============================================================================ worker
 def kernel_paths(path: str) -> dict:
-    """``{call path: count}`` of every kernel node of a hatchet file, and ``{metric names}``."""
+    """``{call path: count}`` of every kernel node of a hatchet file, ``{metric names}``, and the
+    summed GPU time of its kernels (``kernel_ns``)."""
     with open(path) as f:
         root = json.load(f)[0]
-    out, metrics = {}, set()
+    out, metrics, kernel_ns = {}, set(), 0
     stack = [(root, "")]
     while stack:
         node, prefix = stack.pop()
@@ -91,8 +100,20 @@ def kernel_paths(path: str) -> dict:
         metrics.update(k for k in m if k != "lost_records")
         if "device_id" in m:
             out[here] = out.get(here, 0) + int(m.get("count", 0))
+            kernel_ns += int(m.get(KERNEL_TIME, 0))
         stack.extend((c, here) for c in node.get("children", []))
-    return {"paths": out, "metrics": sorted(metrics)}
+    return {"paths": out, "metrics": sorted(metrics), "kernel_ns": kernel_ns}
+
+
+def other_threads_cpu_s(before: dict, after: dict, names: dict, me: int) -> dict:
+    """CPU seconds spent between two :func:`thread_cpu_s` reads by every thread but ``me``, summed
+    by thread name (the profiler's collector, CUPTI's threads, autograd's launching thread)."""
+    out = {}
+    for tid, c in after.items():
+        if tid != me:
+            name = names.get(tid, "?")
+            out[name] = out.get(name, 0.0) + c - before.get(tid, 0.0)
+    return out
 
 
 def _frame(name: str) -> str:
@@ -128,18 +149,23 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
         build = MODELS[model]
         per_chunk = max(1, steps // chunks)
 
-        cpu = [0.0]
+        cpu = [0.0, {}]
+        me = threading.get_native_id()
 
         def timed(step, n):
             """Wall seconds of ``n`` steps (synchronised); the launching thread's CPU seconds of
-            the loop itself (before the synchronisation) go to ``cpu[0]``."""
+            the loop itself (before the synchronisation) go to ``cpu[0]``, the other threads' CPU
+            seconds by name (loop and synchronisation) to ``cpu[1]``."""
             torch.cuda.synchronize()
+            others = thread_cpu_s()
             t0, c0 = time.perf_counter(), time.thread_time()
             for _ in range(n):
                 step()
             cpu[0] = time.thread_time() - c0
             torch.cuda.synchronize()
-            return time.perf_counter() - t0
+            wall = time.perf_counter() - t0
+            cpu[1] = other_threads_cpu_s(others, thread_cpu_s(), thread_names(), me)
+            return wall
 
         fresh = model == "matmul"          # a fresh autotuner per chunk: it tunes inside the session
         bare_step, _ = build(torch, None)
@@ -148,9 +174,11 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
             timed(bare_step, WARMUP_STEPS)
             timed(prof_step, WARMUP_STEPS)
         res = {"bare_s": [], "wall_s": [], "warm_s": [], "finalize_s": [], "bare_cpu_s": [], "cpu_s": [], "steps": per_chunk,
-               "warm_steps": SESSION_WARM_STEPS, "paths": {}, "metrics": []}
+               "warm_steps": SESSION_WARM_STEPS, "paths": {}, "metrics": [], "kernel_ns": [],
+               "threads_cpu_s": [], "bare_threads_cpu_s": []}
         bare_before = timed(bare_step, per_chunk)
         bare_cpu_before = cpu[0]
+        res["bare_threads_cpu_s"].append(cpu[1])
         for k in range(chunks):
             if fresh:
                 bare_step, _ = build(torch, None)
@@ -160,16 +188,20 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
             res["warm_s"].append(0.0 if fresh else timed(prof_step, SESSION_WARM_STEPS))
             res["wall_s"].append(timed(prof_step, per_chunk))
             res["cpu_s"].append(cpu[0])
+            res["threads_cpu_s"].append(cpu[1])
             t0 = time.perf_counter()
             proton.finalize()
             res["finalize_s"].append(time.perf_counter() - t0)
             bare_after = timed(bare_step, per_chunk)
+            res["bare_threads_cpu_s"].append(cpu[1])
             res["bare_s"].append((bare_before + bare_after) / 2)   # the bare chunks on either side
             res["bare_cpu_s"].append((bare_cpu_before + cpu[0]) / 2)
             bare_before, bare_cpu_before = bare_after, cpu[0]
             if impl.startswith("floor:"):
                 continue                   # the floor writes no profile
             got = kernel_paths(name + ".hatchet")
+            # the file holds the session's first (untimed) steps too
+            res["kernel_ns"].append(got["kernel_ns"] / (per_chunk + (0 if fresh else SESSION_WARM_STEPS)))
             for path, n in got["paths"].items():
                 res["paths"][path] = res["paths"].get(path, 0) + n
             res["metrics"] = sorted(set(res["metrics"]) | set(got["metrics"]))
@@ -202,6 +234,22 @@ def _warm(rs: list) -> list:
     """(a session's first steps - the bare chunks around it) per step, µs."""
     return [(w - b / x["steps"] * x["warm_steps"]) / x["warm_steps"] * 1e6
             for x in rs for b, w in zip(x["bare_s"], x["warm_s"]) if w]
+
+
+def _threads_over(rs: list) -> dict:
+    """Per thread name, the CPU µs per step the other threads spent in profiled chunks minus in
+    bare ones (means over every chunk of every round): where a profiler's work off the launching
+    thread goes (its collector, CUPTI's threads, autograd's thread paying a launch callback)."""
+    def per_step(key):
+        total, chunks = {}, 0
+        for x in rs:
+            for d in x.get(key, []):
+                chunks += 1
+                for name, sec in d.items():
+                    total[name] = total.get(name, 0.0) + sec / x["steps"] * 1e6
+        return {n: v / chunks for n, v in total.items()} if chunks else {}
+    prof, bare = per_step("threads_cpu_s"), per_step("bare_threads_cpu_s")
+    return {n: round(prof.get(n, 0.0) - bare.get(n, 0.0), 1) for n in sorted(set(prof) | set(bare))}
 
 
 def summarize(runs: dict, cases: list) -> tuple:
@@ -237,7 +285,11 @@ def summarize(runs: dict, cases: list) -> tuple:
                    "cpu_ratio_to_proton": (round(cpu_over[impl] / cpu_over["proton"], 3)
                                            if impl in cpu_over and cpu_over.get("proton", 0) > 0 else None),
                    "session_first_steps_overhead_us": round(statistics.median(_warm(rs)), 1) if _warm(rs) else None,
-                   "kernels": sum(rs[-1]["paths"].values()) if not floor else None, "expected_kernels": expected}
+                   "kernels": sum(rs[-1]["paths"].values()) if not floor else None, "expected_kernels": expected,
+                   "other_threads_cpu_overhead_us": _threads_over(rs)}
+            kernel_us = [k / 1e3 for x in rs for k in x.get("kernel_ns", [])]
+            if kernel_us:      # did the kernels themselves take longer on the GPU under this profiler?
+                row["gpu_kernel_us_per_step"] = round(statistics.median(kernel_us), 1)
             if impl.startswith("proton_ctypes") and got.get("proton"):
                 ok = compare(rs[-1], got["proton"][-1], case in TIMED_CASES)
                 row["paths_match"] = ok
@@ -302,6 +354,10 @@ def main() -> None:
               f"{'' if row.get('cpu_overhead_us') is None else format(row['cpu_overhead_us'], '+8.0f'):>8s} "
               f"{'' if row.get('cpu_ratio_to_proton') is None else format(row['cpu_ratio_to_proton'], '6.2f'):>6s} "
               f"{kern:>15s} {row.get('paths_match', '')}")
+        threads = {n: v for n, v in (row.get("other_threads_cpu_overhead_us") or {}).items() if abs(v) >= 1}
+        if "gpu_kernel_us_per_step" in row or threads:
+            print(f"{'':48s}   GPU kernels {row.get('gpu_kernel_us_per_step', '-')} us/step; "
+                  f"other threads' CPU +us/step {threads}")
     for m in mismatches:
         print("MISMATCH", json.dumps(m)[:1500])
 

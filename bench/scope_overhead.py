@@ -22,7 +22,7 @@ import statistics
 import tempfile
 import time
 
-import results_file  # noqa: E402
+import results_file
 from cpu_common import profilers
 
 real, ours = profilers()

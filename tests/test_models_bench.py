@@ -30,3 +30,21 @@ def test_an_unknown_variant_is_refused_with_the_known_ones_named():
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert "proton_ctypes:nope: no such variant (proton_ctypes:lazy|api)" in p.stderr
+
+
+def test_kernel_paths_sum_the_gpu_time_of_kernel_nodes_only(tmp_path):
+    kernel = {"frame": {"name": "k"}, "metrics": {"device_id": "0", "count": 3, "time (ns)": 900}, "children": []}
+    scope = {"frame": {"name": "s"}, "metrics": {"time (ns)": 900}, "children": [kernel]}
+    root = {"frame": {"name": "ROOT"}, "metrics": {"time (ns)": 900}, "children": [scope]}
+    path = tmp_path / "p.hatchet"
+    path.write_text(__import__("json").dumps([root, {}]))
+    got = models.kernel_paths(str(path))
+    assert got["paths"] == {"/ROOT/s/k": 3} and got["kernel_ns"] == 900
+
+
+def test_other_threads_overhead_is_profiled_minus_bare_cpu_per_step_by_thread_name():
+    rs = [{"steps": 10, "threads_cpu_s": [{"collector": 0.001, "autograd": 0.004}],
+           "bare_threads_cpu_s": [{"autograd": 0.002}, {"autograd": 0.004}]}]
+    assert models._threads_over(rs) == {"autograd": 100.0, "collector": 100.0}
+    assert models.other_threads_cpu_s({1: 1.0, 2: 2.0}, {1: 1.5, 2: 2.25, 3: 0.5}, {2: "a", 3: "a"}, me=1) == \
+        {"a": 0.75}
