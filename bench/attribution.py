@@ -17,7 +17,8 @@ per recipe is the median over rounds of (its seconds per step - the bare loop's 
 round).  Per recipe it also reports the kernels delivered, how many of them found their
 launch (a launch-API record or a launch callback entry: the attribution's coverage), the
 API records written per (kind, cbid) -- what CUPTI really produced -- and the CPU seconds
-of the threads other than the main one (CUPTI's and ours).
+of the threads other than the main one (CUPTI's and ours), and the kernels' summed GPU time per
+step (``gpu_kernel_us_per_step``).
 
 Recipes:
 
@@ -147,11 +148,12 @@ def main() -> None:
     P.BufferParser.parse = counting_parse
 
     backend = CuptiBackend()
-    delivered = [0, 0]                       # kernels, kernels with their launch found
+    delivered = [0, 0, 0]                    # kernels, kernels with their launch found, their summed GPU ns
 
     def sink(batch):
         delivered[0] += len(batch)
         delivered[1] += int(((batch["tid"] >= 0) | (batch["py_node"] >= 0)).sum())
+        delivered[2] += int((batch["end_ns"] - batch["start_ns"]).sum())
 
     def loop(n):
         t0 = time.perf_counter()
@@ -162,7 +164,8 @@ def main() -> None:
 
     main_tid = threading.get_native_id()
     recipes = [r for r in a.recipes.split(",") if r]
-    results = {r: {"over": [], "kernels": [], "found": [], "other_cpu_s": [], "main_cpu_s": []} for r in recipes}
+    results = {r: {"over": [], "kernels": [], "found": [], "other_cpu_s": [], "main_cpu_s": [], "kernel_ns": []}
+               for r in recipes}
     bare = []
     hist = {}
     for rnd in range(a.rounds):
@@ -175,7 +178,7 @@ def main() -> None:
                 continue
             backend._enable_activity = (lambda fn: (lambda lib: fn(backend)))(enable(r))
             records.clear()
-            delivered[0] = delivered[1] = 0
+            delivered[0] = delivered[1] = delivered[2] = 0
             cpu0 = thread_cpu_s()
             backend.start(sink, python_context=(lambda: 0) if r == "launch_callback" else None)
             per[r] = loop(a.steps)
@@ -184,6 +187,7 @@ def main() -> None:
             res = results[r]
             res["kernels"].append(delivered[0])
             res["found"].append(delivered[1])
+            res["kernel_ns"].append(delivered[2])
             res["main_cpu_s"].append(cpu1.get(main_tid, 0) - cpu0.get(main_tid, 0))
             res["other_cpu_s"].append(sum(v - cpu0.get(t, 0) for t, v in cpu1.items() if t != main_tid))
             hist[r] = {f"{'driver' if k == L.KIND_DRIVER else 'runtime'}:{c}": n
@@ -214,7 +218,10 @@ def main() -> None:
                      "kernels_per_step": kernels, "launch_found_pct": round(found, 2),
                      "api_records_per_step": round(api, 2), "api_records_by_cbid": hist.get(r, {}),
                      "other_threads_cpu_ms_per_step": round(other * 1e3, 3),
-                     "main_thread_cpu_ms_per_step": round(statistics.median(res["main_cpu_s"]) / a.steps * 1e3, 3)})
+                     "main_thread_cpu_ms_per_step": round(statistics.median(res["main_cpu_s"]) / a.steps * 1e3, 3),
+                     # the kernels' own GPU time: a recipe slowing the kernels shows here, one
+                     # leaving the GPU idle between them only in the overhead
+                     "gpu_kernel_us_per_step": round(statistics.median(res["kernel_ns"]) / a.steps / 1e3, 1)})
     if a.json:
         results_file.write(a.json, rows, steps=a.steps, rounds=a.rounds)
 
