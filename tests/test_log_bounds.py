@@ -230,6 +230,21 @@ def test_compact_keeps_the_entry_in_force_at_each_capture_point():
         assert codes[max(np.searchsorted(times, t, side="right") - 1, 0)] == code
 
 
+def test_dropping_old_entries_keeps_the_newer_chunks_whole_and_the_entries_at_capture_points():
+    v = View(None, (), [], callpath.ROOT, 0)
+    for batch in range(3):                        # chunks [10..90], [110..190], [210..290]
+        for t in range(100 * batch + 10, 100 * batch + 100, 10):
+            v.log += [t, t]
+        v.entries_since(100 * batch + 10)
+    newest = v.chunks[-1]
+    v.drop_before(150, pins=np.array([35, 120], dtype=np.int64))
+    assert v.chunks[-1] is newest                 # the chunks after the cut are not copied
+    kept = v.compact()
+    assert kept[:, 0].tolist() == [30, 120, 150, 160, 170, 180, 190] + list(range(210, 300, 10))
+    v.drop_before(5)                              # nothing is older than the entry in force
+    assert v.compact()[:, 0].tolist() == kept[:, 0].tolist()
+
+
 def test_a_late_kernel_gets_the_entry_in_force_from_an_earlier_chunk_of_the_log():
     """The join reads only the chunks a batch needs: a kernel launched before the newest
     chunk's first entry still gets the entry then in force, from the chunk before."""

@@ -23,7 +23,7 @@ every thread's watermark go as well.
 
 :func:`trim` runs in the sink, on the backend's collector thread, at most every
 :data:`TRIM_EVERY_BATCHES` batches or :data:`TRIM_INTERVAL_S` seconds (:class:`Pacer`), and
-after every engine flush; the owner threads keep appending meanwhile (``View.compact`` is
+after every engine flush; the owner threads keep appending meanwhile (``View.drop_before`` is
 safe against that).
 """
 from __future__ import annotations
@@ -140,7 +140,7 @@ def trim() -> None:
                     v.merge_created()  # nothing new, unless written after it retired
                     continue
                 if keep_after:
-                    v.compact(keep_after, pins)
+                    v.drop_before(keep_after, pins)
                 kept.append(v)
             if len(kept) != len(views):
                 G.views_by_tid[tid] = kept

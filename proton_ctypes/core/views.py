@@ -28,10 +28,10 @@ set or cleared, a launch op opened or closed, a view made.  The general path wri
 :meth:`View.note`; the fast paths (:mod:`.scopes`, :mod:`.scope_events`, :mod:`.states`,
 :mod:`proton_ctypes.hooks.launch`) inline the two appends, and
 ``tests/test_log_entry.py`` runs both paths side by side and checks they log the same codes.
-The kernel join (:mod:`.attribution`) reads the log through :meth:`View.compact` as an
+The kernel join (:mod:`.attribution`) reads the log through :meth:`View.entries_since` as an
 ``(n, 2)`` int64 array and takes, for each launch, the code of the last entry at or before it.
 How long an entry is kept (until no kernel still to come can name it) is
-:mod:`proton_ctypes.core.retention`'s.
+:mod:`proton_ctypes.core.retention`'s (:meth:`View.drop_before`).
 """
 from __future__ import annotations
 
@@ -163,30 +163,40 @@ class View:
 
     def compact(self, keep_after=None, pins=None):
         """Move the logged pairs into one int64 array and return it (safe while the owner
-        thread appends).
-
-        With ``keep_after`` (ns), entries older than it are dropped except the last one
-        before it (the context then in force): kernels launched before ``keep_after``
-        were all delivered already.  ``pins`` (sorted int64 times, the capture points of
-        graph replays still to come) keep the entry in force at each of them too.
-        """
-        self._take_log()
+        thread appends); with ``keep_after``, :meth:`drop_before` it first."""
+        if keep_after is not None:
+            self.drop_before(keep_after, pins)
+        else:
+            self._take_log()
         if len(self.chunks) > 1:
             self.chunks[:] = [np.concatenate(self.chunks)]
-        if not self.chunks:
-            return np.zeros((0, 2), dtype=np.int64)
-        a = self.chunks[0]
-        if keep_after is not None and len(a) > 1:
-            i = int(np.searchsorted(a[:, 0], keep_after, side="right")) - 1
-            if i > 0:
-                if pins is not None and len(pins) and pins[0] < a[i, 0]:
-                    held = np.searchsorted(a[:, 0], pins[pins < a[i, 0]], side="right") - 1
-                    # a pin before the first entry is looked up as the first entry
-                    held = np.unique(np.maximum(held, 0))
-                    a = self.chunks[0] = np.concatenate((a[held], a[i:]))
-                else:
-                    a = self.chunks[0] = a[i:].copy()
-        return a
+        return self.chunks[0] if self.chunks else np.zeros((0, 2), dtype=np.int64)
+
+    def drop_before(self, keep_after: int, pins=None) -> None:
+        """Drop the entries older than ``keep_after`` (ns) except the last one before it (the
+        context then in force): kernels launched before ``keep_after`` were all delivered
+        already.  ``pins`` (sorted int64 times, the capture points of graph replays still to
+        come) keep the entry in force at each of them too.  Safe while the owner thread
+        appends; the chunks from the one holding ``keep_after`` on are not copied."""
+        self._take_log()
+        chunks = self.chunks
+        k = len(chunks) - 1
+        while k > 0 and (not len(chunks[k]) or chunks[k][0, 0] > keep_after):
+            k -= 1
+        if k < 0 or not len(chunks[k]):
+            return
+        c = chunks[k]
+        i = max(int(np.searchsorted(c[:, 0], keep_after, side="right")) - 1, 0)
+        if k == 0 and i == 0:
+            return                                   # nothing older than the entry in force
+        head = c[i:].copy()                          # a view would keep the whole chunk alive
+        if pins is not None and len(pins) and pins[0] < head[0, 0]:
+            dropped = np.concatenate(chunks[:k] + [c[:i]])
+            held = np.searchsorted(dropped[:, 0], pins[pins < head[0, 0]], side="right") - 1
+            # a pin before the first entry is looked up as the first entry
+            held = np.unique(np.maximum(held, 0))
+            head = np.concatenate((dropped[held], head))
+        chunks[:k + 1] = [head]
 
     def merge_created(self):
         """Publish the nodes entered in this view to each member session's phase, each with
