@@ -160,8 +160,13 @@ class FakeCupti:
         self._names = {}
         self._keep = []
         self._ext_stacks = {}
+        #: deferred kernel records: (record, buffer address, offset of the slot kept for it)
         self._deferred = []
         self._bufs = {}            # owner (thread id, or 0 when shared) -> [address, size, used]
+        #: buffer address -> deferred records still to be written into it (``_unwritten``); a full or flushed
+        #: buffer waits in ``_waiting`` (address -> (address, size, used)) until they are
+        self._unwritten = {}
+        self._waiting = {}
         self._lock = threading.RLock()
         self._queue = queue.Queue()
         self._worker = threading.Thread(target=self._complete_worker, name="fake-cupti-worker", daemon=True)
@@ -248,7 +253,7 @@ class FakeCupti:
             self._write_deferred()
             for owner, buf in list(self._bufs.items()):
                 if buf[2]:
-                    self._queue.put(tuple(buf))
+                    self._hand_back(buf)
                     del self._bufs[owner]
         self._queue.join()
         return 0
@@ -532,15 +537,56 @@ class FakeCupti:
                                     graph_id)
         record = prefix + bytes(self.record_size - len(prefix))
         with self._lock:
-            if self.defer_kernels:
-                self._deferred.append((record, self._owner()))
-            else:
+            if not self.defer_kernels:
                 self._write(record)
+                return
+            # the record's place is taken now, in the launching thread's buffer (requested on
+            # that thread if it holds none), and written when the kernel completes: every
+            # kernel record lies in a buffer its launching thread asked for (measured on the H200)
+            slot = self._slot(self._owner(), len(record))
+            if slot is None:
+                self.dropped += 1
+                return
+            buf, offset = slot
+            self._unwritten[buf[0]] = self._unwritten.get(buf[0], 0) + 1
+            self._deferred.append((record, buf[0], offset))
 
     def _write_deferred(self):
         deferred, self._deferred = self._deferred, []
-        for record, owner in deferred:
-            self._write(record, owner)
+        for record, address, offset in deferred:
+            ctypes.memmove(address + offset, record, len(record))
+            self._unwritten[address] -= 1
+            if not self._unwritten[address]:
+                del self._unwritten[address]
+                if address in self._waiting:
+                    self._queue.put(self._waiting.pop(address))
+
+    def _hand_back(self, buf):
+        """Complete ``buf`` (to the backend), or once its deferred records are written."""
+        if self._unwritten.get(buf[0]):
+            self._waiting[buf[0]] = tuple(buf)
+        else:
+            self._queue.put(tuple(buf))
+
+    def _slot(self, owner, nbytes):
+        """``(buffer, offset)``: room for ``nbytes`` in ``owner``'s buffer, a new one requested (on
+        the calling thread) when it has none or that one is full; None when none can be had."""
+        buf = self._bufs.get(owner)
+        if buf is not None and buf[2] + nbytes > buf[1]:
+            self._hand_back(buf)
+            del self._bufs[owner]
+            buf = None
+        if buf is None:
+            if self.request is None:
+                return None
+            address, size, max_records = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+            self.request(ctypes.byref(address), ctypes.byref(size), ctypes.byref(max_records))
+            if not address.value or size.value < nbytes:
+                return None
+            buf = self._bufs[owner] = [address.value, size.value, 0]
+        offset = buf[2]
+        buf[2] = offset + nbytes
+        return buf, offset
 
     def _api_enabled(self, kind, cbid):
         if self.api_record_mode == "none" or kind not in self.kinds:
@@ -568,27 +614,14 @@ class FakeCupti:
         """Buffers CUPTI holds now (one per thread that wrote since the last flush)."""
         return len(self._bufs)
 
-    def _write(self, record: bytes, owner=None):
-        owner = self._owner() if owner is None else owner
+    def _write(self, record: bytes):
         with self._lock:
-            buf = self._bufs.get(owner)
-            if buf is not None and buf[2] + len(record) > buf[1]:
-                self._queue.put(tuple(buf))
-                del self._bufs[owner]
-                buf = None
-            if buf is None:
-                if self.request is None:
-                    self.dropped += 1
-                    return
-                address, size, max_records = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
-                self.request(ctypes.byref(address), ctypes.byref(size), ctypes.byref(max_records))
-                if not address.value or size.value < len(record):
-                    self.dropped += 1
-                    return
-                buf = self._bufs[owner] = [address.value, size.value, 0]
-            address, _, used = buf
-            ctypes.memmove(address + used, record, len(record))
-            buf[2] = used + len(record)
+            slot = self._slot(self._owner(), len(record))
+            if slot is None:
+                self.dropped += 1
+                return
+            buf, offset = slot
+            ctypes.memmove(buf[0] + offset, record, len(record))
 
     def _write_rows(self, rows):
         """Copy whole rows (each a run of records) into buffers, as many per buffer as fit."""
@@ -599,7 +632,7 @@ class FakeCupti:
             with self._lock:
                 buf = self._bufs.get(owner)
                 if buf is not None and buf[1] - buf[2] < width:
-                    self._queue.put(tuple(buf))
+                    self._hand_back(buf)
                     del self._bufs[owner]
                     buf = None
                 if buf is None:

@@ -1,0 +1,183 @@
+"""Random programs on the CUPTI backend over the fake libcupti: every kernel lands on the call
+path its launching thread had at the launch, whatever the interleaving of threads, scopes,
+states, Triton-like (driver) and torch-like (runtime) launches, late kernel records and flushes.
+
+The launches run on real threads (one per launcher, each with a buffer of its own, as CUPTI's
+per-thread buffers), driven one step at a time by the test so the interleaving is the one
+hypothesis drew; a plain model of each thread's stack says where every kernel must land.  Each
+launch source the backend knows runs the same programs: latency timestamps (the default), lazy
+timestamps, and launch-API records.
+"""
+import os
+import queue
+import tempfile
+import threading
+import time
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis", reason="the random-program tests need hypothesis (the [test] extra)")
+from hypothesis import settings, strategies as st  # noqa: E402
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,  # noqa: E402
+                                 run_state_machine_as_test)
+
+import proton_ctypes as proton  # noqa: E402
+from conftest import read_tree  # noqa: E402
+from fakes.fake_cupti import FakeCupti, FakeDriver  # noqa: E402
+from proton_ctypes.backends import select  # noqa: E402
+from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
+from proton_ctypes.backends.nvidia import activity, collector  # noqa: E402
+
+THREADS = 3
+SCOPES = ("a", "b", "c")
+STATES = ("s", "t")
+KERNELS = ("k1", "k2")
+#: the backend's launch sources, by the switch that picks each (None: the default)
+SOURCES = {"timestamps": None, "lazy": (activity.LAZY_TIMESTAMPS_ENV, "1"),
+           "api": (activity.LAUNCH_SOURCE_ENV, activity.LAUNCH_FROM_API)}
+SMALL_BUFFER = 16 << 10            # ~70 records per buffer: buffers fill and complete mid-program
+#: programs per launch source: this fraction of the profile's examples (each program starts a
+#: session and three threads)
+EXAMPLES_FRACTION = 3
+#: the collector's delivery margin here (0.1 s in use): the logs are trimmed within a program
+#: (the ``pause`` rule lets entries age past it), so a trim that drops too much shows
+MARGIN_NS = 1_000_000
+
+
+class Launcher:
+    """A thread that runs the test's steps one at a time, each to its end before the next."""
+
+    def __init__(self, name):
+        self.steps = queue.Queue()
+        self.done = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            step = self.steps.get()
+            if step is None:
+                return
+            try:
+                step()
+                self.done.put(None)
+            except BaseException as e:      # handed to the test thread
+                self.done.put(e)
+
+    def do(self, step):
+        self.steps.put(step)
+        err = self.done.get(timeout=30)
+        if err is not None:
+            raise err
+
+    def stop(self):
+        self.steps.put(None)
+        self.thread.join(timeout=30)
+
+
+def _paths(node, prefix=()):
+    """``{(frame, ...): count}`` of the kernel nodes under ``node``."""
+    out = {}
+    for c in node["children"]:
+        here = prefix + (c["frame"]["name"],)
+        if "device_id" in c["metrics"]:
+            out[here] = out.get(here, 0) + c["metrics"]["count"]
+        for k, v in _paths(c, here).items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+class RandomLaunches(RuleBasedStateMachine):
+    """One session over a fresh fake; the model: each thread's scope stack and state."""
+
+    source = None
+
+    @initialize(defer=st.booleans())
+    def start(self, defer):
+        self.fake = FakeCupti(defer_kernels=defer)
+        self.backend = CuptiBackend(lib=self.fake, driver=FakeDriver(self.fake), buffer_bytes=SMALL_BUFFER)
+        select.register("cupti", lambda: self.backend)
+        self.dir = tempfile.mkdtemp()
+        self.sid = proton.start(os.path.join(self.dir, "p"), backend="cupti")
+        self.launchers = [Launcher(f"launcher{i}") for i in range(THREADS)]
+        # each thread's first event is its own scope, entered while the starter's stack is empty
+        self.stacks = [[f"T{i}"] for i in range(THREADS)]
+        self.states = [None] * THREADS
+        for i, launcher in enumerate(self.launchers):
+            launcher.do(lambda i=i: proton.enter_scope(f"T{i}"))
+        self.expected = {}
+
+    def teardown(self):
+        try:
+            for i, launcher in enumerate(self.launchers):
+                while self.stacks[i]:
+                    launcher.do(lambda: proton.exit_scope())
+                    self.stacks[i].pop()
+            self.fake.complete_kernels()
+            proton.finalize()
+            root, _ = read_tree(os.path.join(self.dir, "p.hatchet"))
+            got = _paths(root)
+            assert got == self.expected, (got, self.expected)
+        finally:
+            for launcher in getattr(self, "launchers", ()):
+                launcher.stop()
+            proton.finalize()
+            select.unregister("cupti")
+
+    @rule(t=st.integers(0, THREADS - 1), name=st.sampled_from(SCOPES))
+    def enter(self, t, name):
+        self.launchers[t].do(lambda: proton.enter_scope(name))
+        self.stacks[t].append(name)
+
+    @precondition(lambda self: any(len(s) > 1 for s in self.stacks))
+    @rule(data=st.data())
+    def exit(self, data):
+        t = data.draw(st.sampled_from([i for i, s in enumerate(self.stacks) if len(s) > 1]))
+        self.launchers[t].do(lambda: proton.exit_scope())
+        self.stacks[t].pop()
+
+    @rule(t=st.integers(0, THREADS - 1), name=st.sampled_from(STATES))
+    def set_state(self, t, name):
+        self.launchers[t].do(lambda: proton.enter_state(name))
+        self.states[t] = name
+
+    @rule(t=st.integers(0, THREADS - 1))
+    def clear_state(self, t):
+        self.launchers[t].do(lambda: proton.exit_state())
+        self.states[t] = None
+
+    @rule(t=st.integers(0, THREADS - 1), kernel=st.sampled_from(KERNELS), api=st.sampled_from(("driver", "runtime")),
+          n=st.integers(1, 30))
+    def launch(self, t, kernel, api, n):
+        def run():
+            for _ in range(n):
+                self.fake.launch(kernel, api=api)
+        self.launchers[t].do(run)
+        path = ("ROOT",) + tuple(self.stacks[t]) + ((self.states[t],) if self.states[t] else ()) + (kernel,)
+        self.expected[path[1:]] = self.expected.get(path[1:], 0) + n
+
+    @rule()
+    def pause(self):
+        time.sleep(2 * MARGIN_NS / 1e9)
+
+    @rule()
+    def complete_late_kernels(self):
+        self.fake.complete_kernels()
+
+    @rule()
+    def read_the_profile_now(self):
+        proton.data.get(self.sid)        # flushes CUPTI and joins what it returned
+
+    @invariant()
+    def nothing_lost_so_far(self):
+        assert not self.backend.lost()
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+def test_every_kernel_lands_on_its_threads_path_at_launch_whatever_the_interleaving(source, monkeypatch):
+    if SOURCES[source] is not None:
+        monkeypatch.setenv(*SOURCES[source])
+    monkeypatch.setattr(collector, "DELIVERY_MARGIN_NS", MARGIN_NS)
+    machine = type(f"RandomLaunches_{source}", (RandomLaunches,), {})
+    budget = settings(settings.default, max_examples=max(1, settings.default.max_examples // EXAMPLES_FRACTION))
+    run_state_machine_as_test(machine, settings=budget)
