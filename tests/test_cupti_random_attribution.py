@@ -1,6 +1,9 @@
 """Random programs on the CUPTI backend over the fake libcupti: every kernel lands on the call
 path its launching thread had at the launch, whatever the interleaving of threads, scopes,
-states, Triton-like (driver) and torch-like (runtime) launches, late kernel records and flushes.
+states, Triton-like (driver) and torch-like (runtime) launches, CUDA graphs captured on one
+thread and replayed on any (a replayed kernel lands on the replaying thread's path, then
+``<captured_at>``, then the capturing thread's path at the capture), late kernel records and
+flushes.
 
 The launches run on real threads (one per launcher, each with a buffer of its own, as CUPTI's
 per-thread buffers), driven one step at a time by the test so the interleaving is the one
@@ -106,6 +109,8 @@ class RandomLaunches(RuleBasedStateMachine):
         for i, launcher in enumerate(self.launchers):
             launcher.do(lambda i=i: proton.enter_scope(f"T{i}"))
         self.expected = {}
+        #: instantiated graphs: (executable graph, the path prefix of its replayed kernels)
+        self.graphs = []
 
     def teardown(self):
         try:
@@ -153,8 +158,27 @@ class RandomLaunches(RuleBasedStateMachine):
             for _ in range(n):
                 self.fake.launch(kernel, api=api)
         self.launchers[t].do(run)
-        path = ("ROOT",) + tuple(self.stacks[t]) + ((self.states[t],) if self.states[t] else ()) + (kernel,)
-        self.expected[path[1:]] = self.expected.get(path[1:], 0) + n
+        path = self._path(t) + (kernel,)
+        self.expected[path] = self.expected.get(path, 0) + n
+
+    def _path(self, t):
+        """Thread ``t``'s path now: its scopes, then its state."""
+        return tuple(self.stacks[t]) + ((self.states[t],) if self.states[t] else ())
+
+    @rule(t=st.integers(0, THREADS - 1), names=st.lists(st.sampled_from(KERNELS), min_size=1, max_size=3))
+    def capture_a_graph(self, t, names):
+        made = []
+        self.launchers[t].do(lambda: made.append(self.fake.instantiate(self.fake.capture(names))))
+        self.graphs.append((made[0], ("<captured_at>",) + self._path(t)))
+
+    @precondition(lambda self: self.graphs)
+    @rule(t=st.integers(0, THREADS - 1), data=st.data())
+    def replay_a_graph(self, t, data):
+        graph, captured = data.draw(st.sampled_from(self.graphs))
+        self.launchers[t].do(lambda: self.fake.replay(graph))
+        for name in graph.names:
+            path = self._path(t) + captured + (name,)
+            self.expected[path] = self.expected.get(path, 0) + 1
 
     @rule()
     def pause(self):
