@@ -287,3 +287,21 @@ def test_grouping_a_batch_by_table_or_by_sort_gives_what_np_unique_gives():
         u, f, i = np.unique(keys, return_index=True, return_inverse=True)
         assert np.array_equal(uniq, u) and np.array_equal(first, f) and np.array_equal(inverse, i.reshape(-1))
     check()
+
+
+def test_a_kernel_launched_right_after_reactivation_lands_on_the_stack_the_session_kept(mock):
+    """The thread had events while the session was off (so it regrouped its views then) and
+    launches again before its next event: the kernel takes the session's kept stack."""
+    sid = proton.start("react", backend="mock")
+    proton.enter_scope("outer")
+    proton.deactivate(sid)
+    proton.enter_scope("skipped")          # not the session's event: it keeps [outer]
+    proton.activate(sid)
+    mock.launch("k")
+    proton.exit_scope()
+    proton.exit_scope()
+    proton.finalize()
+    root, _ = read_tree("react.hatchet")
+    assert find(root, "outer", "k")["metrics"]["count"] == 1
+    assert [c["frame"]["name"] for c in find(root, "outer")["children"]] == ["k"]
+

@@ -37,6 +37,14 @@ class Registry:
 
 #: the one registry
 G = Registry()
+#: called (under ``G.lock``) after every :func:`bump_epoch`: what the threads module does for
+#: the threads that regroup only at their next event (registered by it: no upward import)
+_after_epoch = []
+
+
+def after_epoch(fn) -> None:
+    """Call ``fn()`` after every :func:`bump_epoch`, under ``G.lock``."""
+    _after_epoch.append(fn)
 
 
 def bump_epoch() -> None:
@@ -47,6 +55,8 @@ def bump_epoch() -> None:
         G.py_active = tuple(s for s in G.active if s.context == "python")
         for ctx in G.threads.values():
             ctx.view = None
+        for fn in _after_epoch:
+            fn()
 
 
 

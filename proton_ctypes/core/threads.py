@@ -5,7 +5,9 @@ launch-hook state) and the regrouping of its views when the active sessions chan
 regroups the thread's views when the registry's epoch moved (:mod:`.registry`), and
 :func:`resync` does it: each thread keeps at most one *fast-path* view (``ThreadCtx.view``,
 :func:`fast_view`), set only when exactly one plain view exists and profiling is on, so the
-hot paths test the view alone.
+hot paths test the view alone.  Until a thread regroups, a session active again has, on that
+thread, the stack it kept while it was off: :func:`bridge_frozen_stacks` makes that view at
+the change itself, for the kernels the thread launches before its next event.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import threading
 
 from time import time_ns
 
-from . import trace_scopes
+from . import registry, trace_scopes
 from .flags import flags as _flags
 from .registry import G
 from .views import View
@@ -25,8 +27,8 @@ tls = threading.local()
 class ThreadCtx:
     """Everything the profiler keeps for one thread."""
 
-    __slots__ = ("tid", "ident", "epoch", "view", "views", "state", "frozen", "trace", "launch", "op_id",
-                 "op_name", "entered", "__weakref__")
+    __slots__ = ("tid", "ident", "epoch", "view", "views", "state", "frozen", "bridges", "ended", "trace", "launch",
+                 "op_id", "op_name", "entered", "__weakref__")
 
     def __init__(self):
         self.tid = threading.get_native_id()
@@ -39,6 +41,10 @@ class ThreadCtx:
         self.state = None
         #: session id -> (ids, top) of a deactivated session on this thread
         self.frozen = {}
+        #: views made for this thread by another one (:func:`bridge_frozen_stacks`), until it regroups
+        self.bridges = []
+        #: the thread has ended (its native id may be given to another thread)
+        self.ended = False
         #: the thread's trace log (:class:`.trace_scopes.ThreadTrace`), from the first regrouping
         #: that saw a ``data="trace"`` session
         self.trace = None
@@ -59,15 +65,16 @@ class _ThreadEnd:
     the thread's live views then.  The OS reuses native ids, and a view left open would take
     the kernels of the next thread given the same id."""
 
-    __slots__ = ("tid",)
+    __slots__ = ("ctx",)
 
-    def __init__(self, tid: int):
-        self.tid = tid
+    def __init__(self, ctx: "ThreadCtx"):
+        self.ctx = ctx
 
     def __del__(self):
         try:
+            self.ctx.ended = True
             now = time_ns()
-            for v in list(G.views_by_tid.get(self.tid, ())):
+            for v in list(G.views_by_tid.get(self.ctx.tid, ())):
                 if v.t1 is None:
                     v.t1 = now
         except Exception:  # interpreter teardown
@@ -86,10 +93,13 @@ def thread_ctx() -> ThreadCtx:
             for v in G.views_by_tid.get(ctx.tid, ()):
                 if v.t1 is None:
                     v.t1 = now
+            old = G.threads.get(ctx.tid)
+            if old is not None:
+                old.ended = True
             G.threads[ctx.tid] = ctx
             G.views_by_tid.setdefault(ctx.tid, [])
         tls.ctx = ctx
-        tls.end = _ThreadEnd(ctx.tid)
+        tls.end = _ThreadEnd(ctx)
         return ctx
 
 
@@ -110,6 +120,9 @@ def resync(ctx: ThreadCtx) -> None:
         epoch = G.epoch
         active = [s for s in G.active if s.context != "python"]
         stacks = {}
+        for v in ctx.bridges:
+            v.t1 = now
+        ctx.bridges = []
         for v in ctx.views:
             v.t1 = now
             v.merge_created()
@@ -155,6 +168,42 @@ def resync(ctx: ThreadCtx) -> None:
         ctx.view = fast_view(ctx, views) if epoch == G.epoch else None
 
 
+def bridge_frozen_stacks() -> None:
+    """After the active sessions changed (:func:`.registry.bump_epoch`, under ``G.lock``): a
+    session active again on a thread that kept its stack while it was off (``ThreadCtx.frozen``)
+    gets, on that thread, a view of that stack from now on, made here.
+
+    A thread regroups its own views only at its next event, and kernels it launches before
+    that need the session's context: it is the frozen stack (no event of the thread could
+    change it meanwhile), with the thread's state.  The bridge views of the previous change
+    end now; the thread's own regrouping ends the others.
+    """
+    now = time_ns()
+    shadow = [s for s in G.active if s.context != "python"]
+    made = False
+    for ctx in list(G.threads.values()):
+        for v in ctx.bridges:
+            v.t1 = now
+        ctx.bridges = []
+        if not ctx.frozen or ctx.ended:
+            continue
+        live = {s for v in ctx.views if v.t1 is None for s in v.sessions}
+        for s in shadow:
+            st = ctx.frozen.get(s.id)
+            if st is None or s in live:
+                continue
+            v = View(ctx, (s,), list(st[0]), st[1], now)
+            if v.ext is not None:
+                continue      # external correlation ids are pushed by the launching thread itself
+            v.note(_code(v, ctx.state))
+            ctx.bridges.append(v)
+            G.views_by_tid.setdefault(ctx.tid, []).append(v)
+            made = True
+    if made:
+        for backend in {s.backend for s in shadow}:   # kernels launched from now on need their times
+            backend.context_in_use(now)
+
+
 def fast_view(ctx: ThreadCtx, views):
     """The thread's fast-path view among its ``views``: the only one, while profiling is on, no
     python-context session is active, no CUDA graph is being captured and the view's backend
@@ -174,3 +223,6 @@ def ensure(ctx: ThreadCtx) -> None:
     """Resync the thread if the epoch moved since its last event."""
     if ctx.epoch != G.epoch:
         resync(ctx)
+
+
+registry.after_epoch(bridge_frozen_stacks)
