@@ -163,7 +163,7 @@ class FakeCupti:
         #: deferred kernel records: (record, buffer address, offset of the slot kept for it)
         self._deferred = []
         self._bufs = {}            # owner (thread id, or 0 when shared) -> [address, size, used]
-        #: buffer address -> deferred records still to be written into it (``_unwritten``); a full or flushed
+        #: buffer address -> deferred records still to be written into it; a full or flushed
         #: buffer waits in ``_waiting`` (address -> (address, size, used)) until they are
         self._unwritten = {}
         self._waiting = {}
