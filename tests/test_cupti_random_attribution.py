@@ -90,22 +90,46 @@ def _paths(node, prefix=()):
     return out
 
 
-class RandomLaunches(RuleBasedStateMachine):
-    """One session over a fresh fake; the model: each thread's scope stack and state."""
+class _OnFakeCupti(RuleBasedStateMachine):
+    """What both machines share: a fresh fake and backend per program, the launching threads, and
+    the rules that touch neither scopes nor sessions."""
 
-    source = None
-
-    @initialize(defer=st.booleans())
-    def start(self, defer):
+    def _setup(self, defer: bool) -> None:
         self.fake = FakeCupti(defer_kernels=defer)
         self.backend = CuptiBackend(lib=self.fake, driver=FakeDriver(self.fake), buffer_bytes=SMALL_BUFFER)
         select.register("cupti", lambda: self.backend)
         self.dir = tempfile.mkdtemp()
-        self.sid = proton.start(os.path.join(self.dir, "p"), backend="cupti")
         self.launchers = [Launcher(f"launcher{i}") for i in range(THREADS)]
+        self.states = [None] * THREADS
+
+    def _release(self) -> None:
+        for launcher in getattr(self, "launchers", ()):
+            launcher.stop()
+        proton.finalize()
+        select.unregister("cupti")
+
+    def _check(self, path: str, expected: dict) -> None:
+        got = _paths(read_tree(path)[0])
+        assert got == expected, (path, got, expected)
+
+    @rule()
+    def pause(self):
+        time.sleep(2 * MARGIN_NS / 1e9)
+
+    @rule()
+    def complete_late_kernels(self):
+        self.fake.complete_kernels()
+
+
+class RandomLaunches(_OnFakeCupti):
+    """One session over a fresh fake; the model: each thread's scope stack and state."""
+
+    @initialize(defer=st.booleans())
+    def start(self, defer):
+        self._setup(defer)
+        self.sid = proton.start(os.path.join(self.dir, "p"), backend="cupti")
         # each thread's first event is its own scope, entered while the starter's stack is empty
         self.stacks = [[f"T{i}"] for i in range(THREADS)]
-        self.states = [None] * THREADS
         for i, launcher in enumerate(self.launchers):
             launcher.do(lambda i=i: proton.enter_scope(f"T{i}"))
         self.expected = {}
@@ -120,14 +144,9 @@ class RandomLaunches(RuleBasedStateMachine):
                     self.stacks[i].pop()
             self.fake.complete_kernels()
             proton.finalize()
-            root, _ = read_tree(os.path.join(self.dir, "p.hatchet"))
-            got = _paths(root)
-            assert got == self.expected, (got, self.expected)
+            self._check(os.path.join(self.dir, "p.hatchet"), self.expected)
         finally:
-            for launcher in getattr(self, "launchers", ()):
-                launcher.stop()
-            proton.finalize()
-            select.unregister("cupti")
+            self._release()
 
     @rule(t=st.integers(0, THREADS - 1), name=st.sampled_from(SCOPES))
     def enter(self, t, name):
@@ -181,14 +200,6 @@ class RandomLaunches(RuleBasedStateMachine):
             self.expected[path] = self.expected.get(path, 0) + 1
 
     @rule()
-    def pause(self):
-        time.sleep(2 * MARGIN_NS / 1e9)
-
-    @rule()
-    def complete_late_kernels(self):
-        self.fake.complete_kernels()
-
-    @rule()
     def read_the_profile_now(self):
         proton.data.get(self.sid)        # flushes CUPTI and joins what it returned
 
@@ -197,38 +208,22 @@ class RandomLaunches(RuleBasedStateMachine):
         assert not self.backend.lost()
 
 
-@pytest.mark.parametrize("source", list(SOURCES))
-def test_every_kernel_lands_on_its_threads_path_at_launch_whatever_the_interleaving(source, monkeypatch):
-    if SOURCES[source] is not None:
-        monkeypatch.setenv(*SOURCES[source])
-    monkeypatch.setattr(collector, "DELIVERY_MARGIN_NS", MARGIN_NS)
-    machine = type(f"RandomLaunches_{source}", (RandomLaunches,), {})
-    budget = settings(settings.default, max_examples=max(1, settings.default.max_examples // EXAMPLES_FRACTION))
-    run_state_machine_as_test(machine, settings=budget)
-
-
-class RandomSessions(RuleBasedStateMachine):
+class RandomSessions(_OnFakeCupti):
     """Two sessions over one fake, each (de)activated at random, the second started and finalized
     mid-program: every session counts the kernels launched while it was active, on the path its
-    own stack had, then the thread's state (a session keeps its stack while inactive: scopes
-    entered or left meanwhile are not its events, also for kernels launched after it is active
-    again and before the thread's next event; a session started later does not see the scopes
-    open before it).  A thread's state is its own, whatever the sessions (set or cleared while
-    none is active, nothing changes): each launcher has an event of its own right after a
-    session starts (what a thread's kernels get in a session
-    before its first event there is another question, left to the GPU tests against Proton)."""
+    own stack had, then the thread's state.
 
-    source = None
+    A session keeps its stack while inactive: scopes entered or left meanwhile are not its
+    events, also for the kernels launched after it is active again and before the thread's next
+    event.  A session started later does not see the scopes open before it.  A thread's state is
+    its own, whatever the sessions (set or cleared while none is active, nothing changes); each
+    launcher has an event of its own right after a session starts: what a thread's kernels get
+    in a session before its first event there is left to the GPU tests against Proton."""
 
     @initialize(defer=st.booleans())
     def start(self, defer):
-        self.fake = FakeCupti(defer_kernels=defer)
-        self.backend = CuptiBackend(lib=self.fake, driver=FakeDriver(self.fake), buffer_bytes=SMALL_BUFFER)
-        select.register("cupti", lambda: self.backend)
-        self.dir = tempfile.mkdtemp()
-        self.launchers = [Launcher(f"launcher{i}") for i in range(THREADS)]
+        self._setup(defer)
         self.open = [[] for _ in range(THREADS)]     # each thread's open scopes: ids, innermost last
-        self.states = [None] * THREADS
         self.names = {}                              # scope id -> name
         self.next_id = 0
         #: the model of each live session: active, each thread's stack (scope ids), expected counts
@@ -239,7 +234,7 @@ class RandomSessions(RuleBasedStateMachine):
     def _start_session(self, name):
         sid = proton.start(os.path.join(self.dir, name), backend="cupti")
         self.sessions[sid] = {"name": name, "active": True, "stacks": [[] for _ in range(THREADS)], "expected": {}}
-        for t, launcher in enumerate(getattr(self, "launchers", ())):   # the thread's state again: an event
+        for t, launcher in enumerate(self.launchers):   # the thread's state again: an event
             launcher.do(lambda st=self.states[t]: proton.enter_state(st) if st else proton.exit_state())
 
     def _finalize(self, sid):
@@ -253,14 +248,9 @@ class RandomSessions(RuleBasedStateMachine):
             for sid in list(self.sessions):
                 self._finalize(sid)
             for path, expected in self.done:
-                root, _ = read_tree(path)
-                got = _paths(root)
-                assert got == expected, (path, got, expected)
+                self._check(path, expected)
         finally:
-            for launcher in getattr(self, "launchers", ()):
-                launcher.stop()
-            proton.finalize()
-            select.unregister("cupti")
+            self._release()
 
     @rule(t=st.integers(0, THREADS - 1), name=st.sampled_from(SCOPES))
     def enter(self, t, name):
@@ -319,24 +309,25 @@ class RandomSessions(RuleBasedStateMachine):
         (proton.activate if on else proton.deactivate)(sid)
         self.sessions[sid]["active"] = on
 
-    @rule()
-    def pause(self):
-        time.sleep(2 * MARGIN_NS / 1e9)
-
-    @rule()
-    def complete_late_kernels(self):
-        self.fake.complete_kernels()
-
     @rule(data=st.data())
     def read_a_profile_now(self, data):
         proton.data.get(data.draw(st.sampled_from(sorted(self.sessions))))
 
 
-@pytest.mark.parametrize("source", list(SOURCES))
-def test_each_session_counts_its_kernels_on_its_own_stack_whatever_the_sessions_do(source, monkeypatch):
+def _run(machine, source, monkeypatch) -> None:
+    """Run ``machine``'s programs with the launch source ``source`` and the short delivery margin."""
     if SOURCES[source] is not None:
         monkeypatch.setenv(*SOURCES[source])
     monkeypatch.setattr(collector, "DELIVERY_MARGIN_NS", MARGIN_NS)
-    machine = type(f"RandomSessions_{source}", (RandomSessions,), {})
     budget = settings(settings.default, max_examples=max(1, settings.default.max_examples // EXAMPLES_FRACTION))
-    run_state_machine_as_test(machine, settings=budget)
+    run_state_machine_as_test(type(f"{machine.__name__}_{source}", (machine,), {}), settings=budget)
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+def test_every_kernel_lands_on_its_threads_path_at_launch_whatever_the_interleaving(source, monkeypatch):
+    _run(RandomLaunches, source, monkeypatch)
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+def test_each_session_counts_its_kernels_on_its_own_stack_whatever_the_sessions_do(source, monkeypatch):
+    _run(RandomSessions, source, monkeypatch)
