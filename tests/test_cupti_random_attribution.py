@@ -41,7 +41,7 @@ SOURCES = {"timestamps": None, "lazy": (activity.LAZY_TIMESTAMPS_ENV, "1"),
 SMALL_BUFFER = 16 << 10            # ~70 records per buffer: buffers fill and complete mid-program
 #: programs per launch source: this fraction of the profile's examples (each program starts a
 #: session and three threads)
-EXAMPLES_FRACTION = 3
+EXAMPLES_FRACTION = 6
 #: the collector's delivery margin here (0.1 s in use): the logs are trimmed within a program
 #: (the ``pause`` rule lets entries age past it), so a trim that drops too much shows
 MARGIN_NS = 1_000_000
