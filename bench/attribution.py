@@ -90,6 +90,17 @@ def thread_names() -> dict:
     return out
 
 
+def other_threads_cpu_s(before: dict, after: dict, names: dict, me: int) -> dict:
+    """CPU seconds spent between two :func:`thread_cpu_s` reads by every thread but ``me``, summed
+    by thread name (the profiler's collector, CUPTI's threads, autograd's launching thread)."""
+    out = {}
+    for tid, c in after.items():
+        if tid != me:
+            name = names.get(tid, "?")
+            out[name] = out.get(name, 0.0) + c - before.get(tid, 0.0)
+    return out
+
+
 def enable(recipe: str):
     """The backend's ``_enable_activity`` replacement for ``recipe``: its kinds, then its deny
     list (which switches off ids of both API kinds; for a kind left off that changes nothing)."""

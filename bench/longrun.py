@@ -48,7 +48,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attribution import thread_cpu_s, thread_names  # noqa: E402  (the same bench helpers, one copy)
+from attribution import other_threads_cpu_s, thread_cpu_s, thread_names  # noqa: E402  (one copy)
 import results_file  # noqa: E402
 from proton_overlay import real_proton  # noqa: E402
 from threads import KERNEL, count_kernels  # noqa: E402
@@ -223,11 +223,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     proton.finalize()
     finalize_s = time.perf_counter() - t0
     others = sum(c - cpu0.get(tid, 0.0) for tid, c in cpu1.items() if tid != me)
-    by_name = {}
-    for tid, c in cpu1.items():
-        if tid != me:
-            name = names.get(tid, "?")
-            by_name[name] = round(by_name.get(name, 0.0) + c - cpu0.get(tid, 0.0), 3)
+    by_name = {name: round(s, 3) for name, s in other_threads_cpu_s(cpu0, cpu1, names, me).items()}
     kernels = None if floor else count_kernels(out + ".hatchet", "tree")
     return {"impl": impl, "bare_s": bare_s, "bare_launches": bare_launches, "wall_s": wall_s,
             "finalize_s": finalize_s, "kernels": kernels, "expected": launches, "rss_samples": samples,

@@ -58,7 +58,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_steps import MODELS  # noqa: E402
 import results_file  # noqa: E402
-from attribution import thread_cpu_s, thread_names  # noqa: E402  (the same bench helpers, one copy)
+from attribution import other_threads_cpu_s, thread_cpu_s, thread_names  # noqa: E402  (one copy)
 from proton_overlay import real_proton  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -103,17 +103,6 @@ def kernel_paths(path: str) -> dict:
             kernel_ns += int(m.get(KERNEL_TIME, 0))
         stack.extend((c, here) for c in node.get("children", []))
     return {"paths": out, "metrics": sorted(metrics), "kernel_ns": kernel_ns}
-
-
-def other_threads_cpu_s(before: dict, after: dict, names: dict, me: int) -> dict:
-    """CPU seconds spent between two :func:`thread_cpu_s` reads by every thread but ``me``, summed
-    by thread name (the profiler's collector, CUPTI's threads, autograd's launching thread)."""
-    out = {}
-    for tid, c in after.items():
-        if tid != me:
-            name = names.get(tid, "?")
-            out[name] = out.get(name, 0.0) + c - before.get(tid, 0.0)
-    return out
 
 
 def _frame(name: str) -> str:
