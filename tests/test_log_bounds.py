@@ -218,12 +218,13 @@ def test_a_thread_without_scopes_delivered_late_gets_the_starter_context_of_its_
     assert _counts("adopt_late") == {"forward/grad": 2, "later/k": 600}
 
 
-def test_compact_keeps_the_entry_in_force_at_each_capture_point():
+def test_dropping_old_entries_keeps_the_entry_in_force_at_each_capture_point():
     v = View(None, (), [], callpath.ROOT, 0)
     for t in range(10, 110, 10):  # entries at 10, 20, ..., 100 with codes 1..10
         v.log += [t, t // 10]
     pins = np.array([5, 35, 36, 70], dtype=np.int64)
-    kept = v.compact(keep_after=85, pins=pins)
+    v.drop_before(85, pins)
+    kept = v.compact()
     assert kept[:, 1].tolist() == [1, 3, 7, 8, 9, 10]
     times, codes = kept[:, 0], kept[:, 1]
     for t, code in ((5, 1), (35, 3), (36, 3), (70, 7), (85, 8), (100, 10)):

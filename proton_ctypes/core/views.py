@@ -161,13 +161,10 @@ class View:
             return np.zeros((0, 2), dtype=np.int64)
         return chunks[k] if k == len(chunks) - 1 else np.concatenate(chunks[k:])
 
-    def compact(self, keep_after=None, pins=None):
+    def compact(self):
         """Move the logged pairs into one int64 array and return it (safe while the owner
-        thread appends); with ``keep_after``, :meth:`drop_before` it first."""
-        if keep_after is not None:
-            self.drop_before(keep_after, pins)
-        else:
-            self._take_log()
+        thread appends)."""
+        self._take_log()
         if len(self.chunks) > 1:
             self.chunks[:] = [np.concatenate(self.chunks)]
         return self.chunks[0] if self.chunks else np.zeros((0, 2), dtype=np.int64)
