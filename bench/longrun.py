@@ -171,9 +171,34 @@ def _loop(scope, launch, launches: int, sample_every: int, samples: list) -> Non
         samples.append((done, rss_mb()))
 
 
-def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_every: int, warm: int) -> dict:
+def profile_drains(path: str):
+    """``--profile-drains``: run every drain of our CUPTI collector under one cProfile profile;
+    returns the function that writes its 40 heaviest functions (by own time) to ``path``."""
+    import cProfile
+    import pstats
+    from proton_ctypes.backends.nvidia.collector import Collector
+
+    prof, drain = cProfile.Profile(), Collector.drain
+
+    def profiled(self, *args, **kwargs):
+        prof.enable()
+        try:
+            return drain(self, *args, **kwargs)
+        finally:
+            prof.disable()
+    Collector.drain = profiled
+
+    def write() -> None:
+        with open(path, "w") as f:
+            pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(40)
+    return write
+
+
+def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_every: int, warm: int,
+           drains_profile: str = None) -> dict:
     """One process: a bare loop, then the profiled one; returns the figures."""
     proton = _profiler(impl, backend)
+    write_profile = profile_drains(drains_profile) if drains_profile and impl == "proton_ctypes" else None
     collector = None
     if backend == "mock":
         from proton_ctypes.backends import select
@@ -222,6 +247,8 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     t0 = time.perf_counter()
     proton.finalize()
     finalize_s = time.perf_counter() - t0
+    if write_profile is not None:
+        write_profile()
     others = sum(c - cpu0.get(tid, 0.0) for tid, c in cpu1.items() if tid != me)
     by_name = {name: round(s, 3) for name, s in other_threads_cpu_s(cpu0, cpu1, names, me).items()}
     kernels = None if floor else count_kernels(out + ".hatchet", "tree")
@@ -242,6 +269,8 @@ def run(a) -> list:
             cmd = [sys.executable, os.path.abspath(__file__), "--backend", a.backend, "--launches", str(a.launches),
                    "--bare-launches", str(a.bare_launches), "--sample-every", str(a.sample_every),
                    "--warm-launches", str(a.warm_launches), "--worker", impl]
+            if a.profile_drains:
+                cmd += ["--profile-drains", a.profile_drains]
             p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode != 0:
                 print(f"round {r} {impl}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
@@ -300,6 +329,8 @@ def main() -> None:
     ap.add_argument("--backend", choices=("gpu",) + tuple(CPU_BACKENDS), default="gpu")
     ap.add_argument("--impls", default=None, help="default: proton,proton_ctypes (on a CPU: proton_ctypes)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--profile-drains", metavar="FILE", default=None,
+                    help="proton_ctypes's collector drains under cProfile: the heaviest functions to FILE")
     ap.add_argument("--worker", metavar="IMPL", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.bare_launches is None:
@@ -308,7 +339,7 @@ def main() -> None:
         a.warm_launches = 1_000_000 if a.launches >= 2_000_000 else a.launches // 3
     if a.worker:
         print(json.dumps(worker(a.worker, a.backend, a.launches, a.bare_launches, a.sample_every,
-                                a.warm_launches)))
+                                a.warm_launches, a.profile_drains)))
         return
     if a.impls is None:
         a.impls = "proton_ctypes" if a.backend in CPU_BACKENDS else ",".join(IMPLS)

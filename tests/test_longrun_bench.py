@@ -37,3 +37,12 @@ def test_floor_rows_are_bare_rows_named_by_their_recipe_with_no_kernel_count(tmp
     assert ours["kernels"] == ours["expected_kernels"] == 20000
     assert "proton_ctypes-cupti" in ours["other_threads_cpu_s_by_name"][0]   # the collector's CPU, by its name
     assert ours["buffers_at_end"][0]["buffers_allocated"] >= 1                 # and the buffers it holds
+
+
+def test_profile_drains_writes_where_the_collector_spends_its_time(tmp_path):
+    profile = tmp_path / "drains.txt"
+    subprocess.run([sys.executable, str(BENCH), "--backend", "fake-cupti", "--launches", "20000", "--sample-every",
+                    "5000", "--profile-drains", str(profile)], check=True, capture_output=True, text=True, timeout=120)
+    text = profile.read_text()
+    assert "Ordered by: internal time" in text
+    assert "collector.py" in text and "(drain)" in text      # the drains themselves, with their callees
