@@ -236,3 +236,20 @@ def test_default_mode_does_not_touch_pc_sampling(fake):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert "num_samples" not in find(read_tree("plain.hatchet")[0], "matmul_kernel")["metrics"]
+
+
+def test_a_kernel_that_runs_after_its_launch_returns_is_sampled_in_its_own_range(fake):
+    """A tiny kernel (Proton's test_pcsampling: a 1024-element torch fill) may not have started when
+    its launch call returns; its range closes only once the device has run it, so its samples are
+    taken, and filed under its own launch (on the H100, in Proton's suite, a range closed at the
+    launch's return got none of them)."""
+    proton.start("queued", backend="cupti", mode="pcsampling")
+    with proton.scope("init"):
+        fake.launch_queued("fill", [(48, [(3, 4)])])
+    with proton.scope("test"):
+        fake.launch_queued("foo", [(48, [(3, 6)])])
+    proton.finalize()
+    root, _ = read_tree("queued.hatchet")
+    assert find(root, "init", "fill")["metrics"]["num_samples"] == 4
+    assert find(root, "test", "foo")["metrics"]["num_samples"] == 6
+    assert [c["frame"]["name"] for c in find(root, "test")["children"]] == ["foo"]

@@ -9,6 +9,8 @@ imports the backend's ``cupti_pcsampling_layout``), and rejects a params struct 
 
 Test-side driving: :meth:`FakeCuptiPC.load_module` (fires ``MODULE_LOADED``),
 :meth:`FakeCuptiPC.launch_sampled` (a launch whose sampling range yields given PCs),
+:meth:`FakeCuptiPC.launch_queued` (a kernel that runs only at the next device synchronization,
+sampled only if a range is open then),
 :attr:`lines` (``(function, pc offset) -> (dir, file, line)``).  Recorded:
 :attr:`config` (attribute type -> value), :attr:`pc_calls` (``(function, ctx)`` in order).
 """
@@ -84,6 +86,9 @@ class FakeCuptiPC(FakeCupti):
         self.running = False
         self._data_buffer = None
         self._pending = []
+        #: PCs of launched kernels that have not run yet (:meth:`launch_queued`)
+        self._unrun = []
+        self._to_queue = []
         self._cubins = []
         self._function_ids = {}
 
@@ -234,6 +239,27 @@ class FakeCuptiPC(FakeCupti):
                          + [(crc, off, name, reasons) for off, reasons in pcs])
         return self.launch(name, **kwargs)
 
+    def launch_queued(self, name, pcs, crc=0, **kwargs):
+        """A launch whose kernel runs only at the next device synchronization (a tiny torch fill
+        behind the launch call's return): its ``pcs`` are sampled only if a range is open then."""
+        self._to_queue = [(crc, off, name, reasons) for off, reasons in pcs]
+        try:
+            return self.launch(name, **kwargs)
+        finally:
+            self._queue_launched()
+
+    def _queue_launched(self):
+        """The kernel of the launch in progress is in the queue from now on (after its API ENTER)."""
+        self._unrun += self._to_queue
+        self._to_queue = []
+
+    def complete_kernels(self):
+        """The device synchronizes: queued kernels run now, sampled while a range is open."""
+        unrun, self._unrun = self._unrun, []
+        if self.running:
+            self._pending += unrun
+        super().complete_kernels()
+
     def launch(self, name="tiny", **kwargs):
         """A launch whose callbacks name the kernel (``CUpti_CallbackData.symbolName``)."""
         self._launching = name
@@ -274,3 +300,5 @@ class FakeCuptiPC(FakeCupti):
         symbol = self._name_pointer(self._launching) if getattr(self, "_launching", None) else 0
         data = ctypes.create_string_buffer(CALLBACK_DATA_FORMAT.pack(site, 0, 0, 0, symbol, CONTEXT, 1, 0, corr), 72)
         self.subscriber(None, domain, cbid, ctypes.addressof(data))
+        if site == 0:                  # API ENTER: the launch's kernel is queued once it returns
+            self._queue_launched()

@@ -34,10 +34,15 @@ FRAME = re.compile(r".+:\d+@.+")
 FRAME_SHARE = 0.02
 CHILD_TIMEOUT_S = 100
 LAUNCHES = 20
+#: the child's third argument: first a session tracing concurrent kernels (as Proton's suite runs
+#: before its test_pcsampling), then fills of this many elements (a kernel far shorter than its
+#: launch call)
+AFTER_SESSION = "after_session"
+TINY_FILL = 1024
 
 
 # ====================================================================== the child: kernels under one profiler
-def _child(module: str, out: str) -> None:
+def _child(module: str, out: str, variant: str = "") -> None:
     import importlib
 
     import torch
@@ -89,9 +94,15 @@ def _child(module: str, out: str) -> None:
     o = torch.empty(n, d, device="cuda", dtype=torch.float16)
     torch.cuda.synchronize()
     os.makedirs(out, exist_ok=True)
+    fill = 1 << 20
+    if variant == AFTER_SESSION:
+        proton.start(os.path.join(out, "earlier"))
+        torch.ones((fill,), device="cuda").add_(1)
+        proton.finalize()
+        fill = TINY_FILL
     proton.start(os.path.join(out, "pcsampling"), backend="cupti", mode="pcsampling")
     with proton.scope("init"):       # torch kernels: cubins without line info, samples on the kernel node
-        x = torch.ones((1 << 20,), device="cuda", dtype=torch.float32)
+        x = torch.ones((fill,), device="cuda", dtype=torch.float32)
         torch.zeros_like(x)
     for _ in range(LAUNCHES):        # the first launch compiles and loads the modules while profiling
         matmul_kernel[(n // 64, n // 64)](a, b, c, n, n, n, BM=64, BN=64, BK=32)
@@ -173,10 +184,10 @@ def compare(ours, theirs) -> tuple:
     return problems, summary
 
 
-def _run_child(module: str, out: str) -> dict:
+def _run_child(module: str, out: str, variant: str = "") -> dict:
     t0 = time.time()
     try:
-        run = subprocess.run([sys.executable, os.path.abspath(__file__), module, out],
+        run = subprocess.run([sys.executable, os.path.abspath(__file__), module, out, variant],
                              capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"{module} under pcsampling did not finish within {CHILD_TIMEOUT_S} s")
@@ -208,6 +219,21 @@ def test_pcsampling_matches_real_proton():
                                                    f"\nproton_ctypes stderr tail:\n{ours['stderr']}"
 
 
+def test_a_tiny_kernel_after_an_earlier_session_gets_its_samples():
+    """Proton's test_pcsampling in its suite: a 1024-element torch fill, launched in a pcsampling
+    session after sessions that traced concurrent kernels, must get samples on its own node (on the
+    H100 it got none while each range stopped at its launch's return)."""
+    import pytest
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    with tempfile.TemporaryDirectory(prefix="pcsampling_") as tmp:
+        ours = _run_child("proton_ctypes", os.path.join(tmp, "ours"), AFTER_SESSION)
+    init = next(c for c in ours["tree"]["children"] if c["frame"]["name"] == "init")
+    fills = {k["frame"]["name"]: _total(k) for k in _kernels(init).values()}
+    assert fills and all(n > 0 for n in fills.values()), f"samples per fill kernel: {fills}"
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    _child(sys.argv[1], sys.argv[2])
+    _child(*sys.argv[1:4])

@@ -154,6 +154,18 @@ def import_reason(source: str, error: str, triton_version: str) -> str:
     return error
 
 
+def gpu_name() -> str:
+    """The GPU this run used (``nvidia-smi``'s name of the first one), else the host's name."""
+    import platform
+    import subprocess
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        out = []
+    return out[0].strip() if out else platform.node()
+
+
 def _installed_triton() -> str:
     try:
         from importlib.metadata import version
@@ -167,7 +179,6 @@ def results_doc(summary: dict, command: str, upstream: str = None) -> dict:
     with its reason (skipped tests; files whose imports fail, :func:`import_reason`, read from
     the test files in ``upstream``)."""
     import datetime
-    import platform
     failures, not_runnable = [], {}
     for tid, t in sorted(summary["tests"].items()):
         if t["outcome"] == "skipped":
@@ -183,7 +194,7 @@ def results_doc(summary: dict, command: str, upstream: str = None) -> dict:
         elif t["outcome"] in ("failed", "error"):
             failures.append(tid)
     c = summary["counts"]
-    return {"machine": platform.node(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    return {"machine": gpu_name(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": command, "passed": c["passed"], "failed": c["failed"], "skipped": c["skipped"],
             "errors": c["error"] - sum(1 for k in not_runnable if "::" not in k), "failures": failures,
             "not_runnable": not_runnable}

@@ -12,7 +12,8 @@ What Proton's ``CuptiPCSampling`` does, and so what this does:
   buffer, a 16 MiB scratch buffer, a 1024-PC data buffer, start/stop control on and the
   continuous collection mode, all in one ``cuptiPCSamplingSetConfigurationAttribute``;
 * driver launch API ENTER: synchronise the context, ``cuptiPCSamplingStart``;
-* driver launch API EXIT: ``cuptiPCSamplingStop``, then read the data buffer and call
+* driver launch API EXIT: synchronise the context (unlike Proton: see below),
+  ``cuptiPCSamplingStop``, then read the data buffer and call
   ``cuptiPCSamplingGetData`` until no PC remains; each PC is resolved once to its source
   line (``cuptiGetSassToSourceCorrelation``) and its stall-reason samples are added at
   ``<kernel node>/<dir>/<file>:<line>@<function>`` (at the kernel node itself when the
@@ -21,12 +22,16 @@ What Proton's ``CuptiPCSampling`` does, and so what this does:
   (+samples, or +0 for a ``*_not_issued`` reason).
 
 The kernel node is the node the kernel's activity record lands on: the launch op itself
-under ``hook="triton"``, else ``<context at launch>/<function name>``. A range is stopped when
-the launch call returns, and a short kernel may still be queued then: its samples come with
-a later launch's range. Proton files them under that later launch; here samples of a function
-other than the one just launched go to the node of that function's latest sampled launch
-(:mod:`proton_ctypes.core.pc_samples`; launches are sampled one at a time), the kernel they
-were taken in.
+under ``hook="triton"``, else ``<context at launch>/<function name>``.
+
+A range is stopped once the device has run its kernel: the launch call returns before a short
+kernel starts, and a range stopped then samples nothing of it.  Proton stops at the return and
+counts on ``KIND_KERNEL`` tracing to have serialized the launch; on the H100, in Proton's own
+suite (earlier sessions of the same process had traced concurrent kernels), a 1024-element
+torch fill got no sample at all that way.  The synchronisation costs nothing extra: the next
+range's start synchronises anyway.  Samples of another function that still come with a range
+(a kernel of a thread not sampled) go to the node of that function's latest sampled launch
+(:mod:`proton_ctypes.core.pc_samples`), the kernel they were taken in.
 """
 from __future__ import annotations
 
@@ -300,13 +305,17 @@ class PCSampler:
             self.started = True
 
     def stop(self, ctx: int) -> dict:
-        """Close the open range and return its samples ``{(function, frame): int64[20]}``."""
+        """Close the open range once the device has run what it launched (module docstring) and
+        return its samples ``{(function, frame): int64[20]}``."""
         with self._lock:
             if not self.started:
                 return {}
             cfg = self.contexts.get(ctx)
-            self.lib.pc_sampling_stop(self._context(ctx))
-            self.started = False
+            try:
+                self.sync()
+            finally:
+                self.lib.pc_sampling_stop(self._context(ctx))
+                self.started = False
             return self.collect(cfg) if cfg is not None else {}
 
     def collect(self, cfg: ContextConfig) -> dict:
