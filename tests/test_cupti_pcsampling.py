@@ -253,3 +253,18 @@ def test_a_kernel_that_runs_after_its_launch_returns_is_sampled_in_its_own_range
     assert find(root, "init", "fill")["metrics"]["num_samples"] == 4
     assert find(root, "test", "foo")["metrics"]["num_samples"] == 6
     assert [c["frame"]["name"] for c in find(root, "test")["children"]] == ["foo"]
+
+
+def test_launches_captured_into_a_graph_open_no_range_and_never_synchronise(fake):
+    """A range synchronises the device, which a stream capture forbids; Proton samples no captured
+    launch either."""
+    proton.start("captured", backend="cupti", mode="pcsampling")
+    backend = select.get("cupti")
+    syncs = backend._get_driver().syncs
+    with proton.scope("s"):
+        fake.capture(["a", "b"])
+    assert backend._get_driver().syncs == syncs
+    assert "cuptiPCSamplingStart" not in [c for c, _ in fake.pc_calls]
+    fake.launch_sampled("matmul_kernel", PCS)           # after the capture: sampled again
+    assert [c for c, _ in fake.pc_calls].count("cuptiPCSamplingStart") == 1
+    proton.finalize()

@@ -26,8 +26,10 @@ def _view_code(view, state) -> int:
 
 
 def sessions_active(backend) -> bool:
-    """Whether any active tree session records ``backend`` (sampling is skipped otherwise)."""
-    return any(s.backend is backend and s.data == "tree" for s in G.active)
+    """Whether a launch is sampled now: some active tree session records ``backend``, and no
+    stream capture is in progress (a range synchronises the device, which a capture forbids;
+    Proton samples no captured launch either)."""
+    return not G.capturing and any(s.backend is backend and s.data == "tree" for s in G.active)
 
 
 #: frames above the launching program's in :func:`attribute_samples`'s ``here``: itself, the
