@@ -314,8 +314,8 @@ class PCSampler:
             try:
                 self.sync()
             finally:
-                self.lib.pc_sampling_stop(self._context(ctx))
                 self.started = False
+                self.lib.pc_sampling_stop(self._context(ctx))
             return self.collect(cfg) if cfg is not None else {}
 
     def collect(self, cfg: ContextConfig) -> dict:
