@@ -138,9 +138,10 @@ def test_hook_triton_op_is_the_kernel_node(fake):
 
 
 def test_samples_of_a_kernel_still_queued_at_its_stop_go_to_its_own_launch_not_the_next(fake):
-    """A short kernel may not have run yet when its launch call returns and its range stops; its
-    samples then come with the next launch's range (as Proton's test_pcsampling meets with a
-    1024-element torch fill on an H200)."""
+    """Samples of a kernel that ran outside its own range (its launch's range now waits for the
+    device, but a kernel of a launch left unsampled, on another thread say, can still be running
+    when a range opens) come with a later launch's range; they go to the node of that kernel's
+    own latest sampled launch."""
     proton.start("late", backend="cupti", mode="pcsampling")
     with proton.scope("init"):
         fake.launch_sampled("fill", [])
