@@ -157,14 +157,17 @@ class Joiner:
         held, self._held = self._held, None
         if fresh is not None and fresh["start"].size:
             self._newest_ns = max(self._newest_ns, int(fresh["start"].max()))
+        looked_up = None          # the API lookup of ``fresh``, reused by _build when nothing was held
         if fresh is not None and hold and len(self.api):
-            found, _ = self.api.lookup(fresh["correlationId"])
-            found |= _stamped(fresh)
-            if not found.all():
-                self._held = _take(fresh, ~found)
-                fresh = _take(fresh, found)
+            found, row = self.api.lookup(fresh["correlationId"])
+            ready = found | _stamped(fresh)
+            if not ready.all():
+                self._held = _take(fresh, ~ready)
+                fresh = _take(fresh, ready)
+                found, row = found[ready], row[ready]
+            looked_up = (found, row)
         cols = _concat([c for c in (held, fresh) if c is not None])
-        batch = self._build(cols) if cols is not None else empty_batch(0)
+        batch = self._build(cols, looked_up if held is None else None) if cols is not None else empty_batch(0)
         self._prune()
         return batch
 
@@ -176,7 +179,9 @@ class Joiner:
         return int(held["start"].min()) - self.clock_offset_ns
 
     # ------------------------------------------------------------------ internals
-    def _build(self, k: dict) -> np.ndarray:
+    def _build(self, k: dict, looked_up=None) -> np.ndarray:
+        """The batch of kernel columns ``k``; ``looked_up``: their ``(found, row)`` in the API
+        table when :meth:`join` has it already."""
         n = k["start"].size
         batch = empty_batch(n)
         off = self.clock_offset_ns
@@ -187,7 +192,7 @@ class Joiner:
         batch["stream"] = k["streamId"]
         batch["corr"] = corr
         batch["name_id"] = self._name_ids(k["name"])
-        found, row = self.api.lookup(corr)
+        found, row = looked_up if looked_up is not None else self.api.lookup(corr)
         stamped = _stamped(k) & ~found
         lazy = _unstamped(k) & ~found if self.lazy else np.zeros(n, bool)
         self.stats["kernels"] += n
