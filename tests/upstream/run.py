@@ -154,16 +154,15 @@ def import_reason(source: str, error: str, triton_version: str) -> str:
     return error
 
 
-def gpu_name() -> str:
-    """The GPU this run used (``nvidia-smi``'s name of the first one), else the host's name."""
-    import platform
-    import subprocess
+def machine() -> str:
+    """The machine line every results file of this repository carries (host, GPU and driver,
+    Python and module versions): ``bench/results_file.machine``."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30).stdout.strip().splitlines()
-    except (OSError, subprocess.SubprocessError):
-        out = []
-    return out[0].strip() if out else platform.node()
+        from results_file import machine as describe
+    finally:
+        sys.path.pop(0)
+    return describe()
 
 
 def _installed_triton() -> str:
@@ -194,7 +193,7 @@ def results_doc(summary: dict, command: str, upstream: str = None) -> dict:
         elif t["outcome"] in ("failed", "error"):
             failures.append(tid)
     c = summary["counts"]
-    return {"machine": gpu_name(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    return {"machine": machine(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": command, "passed": c["passed"], "failed": c["failed"], "skipped": c["skipped"],
             "errors": c["error"] - sum(1 for k in not_runnable if "::" not in k), "failures": failures,
             "not_runnable": not_runnable}
