@@ -27,6 +27,11 @@ older figure: median µs per op minus the bare process's median;
 = overhead / Proton's overhead (for finalize rows: finalize_s / Proton's finalize_s).
 Every profiled run also counts the kernels in its output file, so a profiler that loses
 kernels cannot look fast.
+
+``--impls`` may add the CUPTI floors ``floor:kernels``, ``floor:per_thread`` and ``floor:ours``
+(``bench/cupti_floor.py``; the per-launch cases only): what CUPTI alone charges a launch in
+each configuration, beside the profilers in the same run.  Their rows are ``bare`` rows with a
+``floor`` key.
 """
 from __future__ import annotations
 
@@ -45,7 +50,7 @@ import results_file  # noqa: E402
 from proton_overlay import real_proton  # noqa: E402
 from overhead_cases import (BASIC_CASES, CASES, FINALIZE_CASES, GRAPH_KERNELS, GRAPH_METRICS_ENV,  # noqa: E402
                             GRAPH_SCOPES, HOOK_CASE, IMPLS)
-from overhead_diagnostics import DIAGNOSTIC_IMPLS, HOOK_DIAGNOSTIC_IMPLS  # noqa: E402
+from overhead_diagnostics import DIAGNOSTIC_IMPLS, FLOOR_IMPLS, HOOK_DIAGNOSTIC_IMPLS  # noqa: E402
 from overhead_diagnostics import start as start_diagnostic  # noqa: E402
 from overhead_table import print_table, summarize  # noqa: E402
 
@@ -235,7 +240,7 @@ def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton,
             t0 = time.perf_counter()
             backend.stop()
             out["finalize_s"] = time.perf_counter() - t0
-            if impl not in ("cupti_subscribe_only", "hook_empty", "hook_metadata"):
+            if impl not in ("cupti_subscribe_only", "hook_empty", "hook_metadata") + FLOOR_IMPLS:
                 out["kernels"], out["expected_kernels"] = delivered[0] - before, n + warm
     elif impl == "torch.profiler":
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,

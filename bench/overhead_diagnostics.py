@@ -15,7 +15,12 @@ from __future__ import annotations
 #: before doing its own work: Triton's hook chain with an empty hook, with a hook that only
 #: evaluates the metadata, and that hook under the CUPTI backend (lazy) -- the floor of ``hook="triton"``.
 HOOK_DIAGNOSTIC_IMPLS = ("hook_empty", "hook_metadata", "cupti_hook_metadata")
-DIAGNOSTIC_IMPLS = ("cupti_eager", "cupti_lazy", "cupti_kernel_only", "cupti_subscribe_only") + HOOK_DIAGNOSTIC_IMPLS
+#: The CUPTI floors (``bench/cupti_floor.py``): kernel records alone, with per-thread buffers, and
+#: with the latency timestamps too (proton_ctypes's configuration), no Python of ours at all.
+#: Their rows are ``bare`` rows with a ``floor`` key, as in ``bench/models.py``.
+FLOOR_IMPLS = ("floor:kernels", "floor:per_thread", "floor:ours")
+DIAGNOSTIC_IMPLS = (("cupti_eager", "cupti_lazy", "cupti_kernel_only", "cupti_subscribe_only") + HOOK_DIAGNOSTIC_IMPLS
+                    + FLOOR_IMPLS)
 
 
 def start(impl, delivered):
@@ -29,6 +34,8 @@ def start(impl, delivered):
         delivered[0] += len(batch)
     if impl in HOOK_DIAGNOSTIC_IMPLS:
         return _start_hook(impl, delivered)
+    if impl in FLOOR_IMPLS:
+        return _start_floor(impl)
     if impl == "cupti_subscribe_only":
         lib = load_cupti()
         handle, cb = ctypes.c_void_p(), CALLBACK_FUNC(lambda *a: None)
@@ -63,3 +70,15 @@ def _start_hook(impl, delivered):
             if backend is not None:
                 backend.stop()
     return Hooked()
+
+
+def _start_floor(impl):
+    """Switch on the CUPTI floor ``impl`` (``floor:<recipe>``); ``stop()`` switches it off."""
+    from cupti_floor import floor_profiler
+    floor = floor_profiler(impl)
+    floor.start()
+
+    class Floored:
+        def stop(self):
+            floor.finalize()
+    return Floored()

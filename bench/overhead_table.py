@@ -5,7 +5,7 @@ import statistics
 import sys
 
 from overhead_cases import BASIC_CASES, CASES, FINALIZE_CASES, HOOK_CASE, IMPLS
-from overhead_diagnostics import DIAGNOSTIC_IMPLS, HOOK_DIAGNOSTIC_IMPLS
+from overhead_diagnostics import DIAGNOSTIC_IMPLS, FLOOR_IMPLS, HOOK_DIAGNOSTIC_IMPLS
 
 
 def _median(values):
@@ -49,7 +49,9 @@ def summarize(collected):
                    "rounds_us": [round(r[case]["us"], 3) for r in collected[impl]
                                              if case in r and r[case]["us"] is not None],
                    "reps_us": [r[case].get("us_reps") for r in collected[impl] if case in r]}
-            if impl not in ("bare", "torch.profiler"):
+            if impl in FLOOR_IMPLS:   # a floor: a bare loop under CUPTI alone, as in bench/models.py
+                row["impl"], row["floor"] = "bare", impl.split(":", 1)[1]
+            elif impl not in ("bare", "torch.profiler"):
                 row["kernels_recorded"] = [r[case].get("kernels") for r in collected[impl] if case in r]
                 row["kernels_expected"] = next((r[case].get("expected_kernels") for r in collected[impl]
                                                 if case in r), None)
@@ -60,6 +62,8 @@ def summarize(collected):
     for fcase, source in FINALIZE_CASES.items():
         proton_f = med("proton", source, "finalize_s")
         for impl in ("proton", "proton_ctypes", "torch.profiler") + DIAGNOSTIC_IMPLS:
+            if impl in FLOOR_IMPLS:
+                continue
             f = med(impl, source, "finalize_s")
             if f is None:
                 continue
@@ -79,7 +83,8 @@ def print_table(rows, out=sys.stdout):
     def fmt(v, spec):
         return format(v, spec) if v is not None else "-"
     for r in rows:
-        print(f"{r['case'][:30]:30s} {r['impl']:20s} {fmt(r['us_per_op'], '8.2f'):>8s} "
+        label = r["impl"] + (f" {r['floor']} floor" if "floor" in r else "")
+        print(f"{r['case'][:30]:30s} {label:20s} {fmt(r['us_per_op'], '8.2f'):>8s} "
               f"{fmt(r['overhead_us'], '+9.2f'):>9s} {fmt(r['ratio_to_proton'], '9.2f'):>9s} "
               f"{fmt(r.get('overhead_cross_process_us'), '+9.2f'):>9s} "
               f"{fmt(r['finalize_s'], '10.4f'):>10s}", file=out)

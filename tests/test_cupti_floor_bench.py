@@ -56,3 +56,24 @@ def test_kept_kernel_records_name_their_launching_thread_and_carry_queued_only_w
     theirs = [queued for owner, queued, _ in floor.kernels if owner != me]
     assert [q != 0 for _, q in mine] == [False, False, False, True]
     assert len(theirs) == 2 and all(theirs)
+
+
+def test_overhead_floor_rows_are_bare_rows_naming_their_recipe_with_a_ratio_to_proton_and_no_finalize():
+    from overhead_diagnostics import FLOOR_IMPLS
+    from overhead_table import summarize
+
+    case = "triton launch, one scope"
+
+    def run(us, bare_us, finalize_s=0.01):
+        return {case: {"us": us, "self_pairs_us": [us - bare_us], "finalize_s": finalize_s}}
+    collected = {"bare": [{case: {"us": 10.0}}], "proton": [run(12.0, 10.0)], "proton_ctypes": [run(11.5, 10.0)],
+                 "floor:kernels": [run(10.5, 10.0)], "floor:ours": [run(11.0, 10.0)]}
+    rows = [r for r in summarize(collected) if r["case"] == case]
+    floors = {r["floor"]: r for r in rows if "floor" in r}
+    assert set(floors) == {"kernels", "ours"} and {"floor:" + f for f in floors} <= set(FLOOR_IMPLS)
+    assert all(r["impl"] == "bare" for r in floors.values())
+    assert floors["kernels"]["overhead_us"] == 0.5 and floors["kernels"]["ratio_to_proton"] == 0.25
+    assert floors["ours"]["ratio_to_proton"] == 0.5
+    assert "kernels_recorded" not in floors["ours"]         # a floor writes no profile to count
+    finalize_impls = {r["impl"] for r in summarize(collected) if r["case"].startswith("finalize")}
+    assert finalize_impls == {"proton", "proton_ctypes"}
