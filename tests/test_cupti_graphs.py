@@ -104,3 +104,31 @@ def test_an_exec_named_by_its_own_clone_still_leads_to_the_captured_graph():
     fake.replay(fake.instantiate(fake.instantiate(graph)))   # a clone of a clone
     backend.stop()
     assert [r[0] for r in replays] == [graph.handle]
+
+
+def test_a_torch_style_replay_gets_its_thread_and_time_from_the_driver_callback_it_nests():
+    """cudaGraphLaunch nests cuGraphLaunch; the kernels carry the id both callbacks see, and only
+    the driver's is switched on: one Python call (ENTER, EXIT) per replay, not two."""
+    from fakes.fake_cupti import CUDA_GRAPH_LAUNCH, DOMAIN_RUNTIME
+    backend, fake, sink = started_backend()
+    assert (DOMAIN_RUNTIME, CUDA_GRAPH_LAUNCH) not in fake.enabled_callbacks
+    graph_exec = fake.instantiate(fake.capture(["a", "b"]))
+    replayer = {}
+
+    def replay():
+        replayer["tid"] = threading.get_native_id()
+        before = time.time_ns()
+        for _ in range(3):
+            fake.replay(graph_exec, api="runtime")
+        replayer["window"] = (before, time.time_ns())
+
+    worker = threading.Thread(target=replay)
+    worker.start()
+    worker.join()
+    backend.stop()
+    rows = sink.rows()
+    assert len(rows) == 6 and backend.stats["join_api_missing"] == 0
+    assert backend.stats["join_graph_launches"] == 3                 # one entry per replay
+    assert np.all(rows["tid"] == replayer["tid"])
+    lo, hi = replayer["window"]
+    assert np.all((rows["launch_ns"] >= lo) & (rows["launch_ns"] <= hi))

@@ -14,7 +14,7 @@ from fakes.fake_cupti import (ATTR_PER_THREAD_ACTIVITY_BUFFER, DOMAIN_DRIVER, DO
 
 import proton_ctypes as proton  # noqa: E402
 from proton_ctypes.backends.nvidia.activity import LAUNCH_SOURCE_ENV  # noqa: E402
-from proton_ctypes.backends.nvidia.cbids import GRAPH_LAUNCH_CBIDS  # noqa: E402
+from proton_ctypes.backends.nvidia.cbids import DRIVER_GRAPH_LAUNCH_CBIDS  # noqa: E402
 
 
 def test_the_kernel_source_switches_on_kernel_records_alone_with_latency_timestamps():
@@ -23,8 +23,11 @@ def test_the_kernel_source_switches_on_kernel_records_alone_with_latency_timesta
         assert backend.launch_source == "kernel"
         assert fake.kinds == {KIND_KERNEL} and fake.latency and fake.per_thread_buffers
         assert fake.calls["cuptiActivitySetAttribute"] == 1
-        api_callbacks = {cbid for domain, cbid in fake.enabled_callbacks if domain in (DOMAIN_DRIVER, DOMAIN_RUNTIME)}
-        assert api_callbacks == GRAPH_LAUNCH_CBIDS       # graph launches only: one callback per replay
+        api_callbacks = {(domain, cbid) for domain, cbid in fake.enabled_callbacks
+                         if domain in (DOMAIN_DRIVER, DOMAIN_RUNTIME)}
+        # the driver's graph launches only: no callback per kernel launch, one call (ENTER and
+        # EXIT) per replay, none for the runtime's cudaGraphLaunch around it
+        assert api_callbacks == {(DOMAIN_DRIVER, cbid) for cbid in DRIVER_GRAPH_LAUNCH_CBIDS}
     finally:
         backend.stop()
     assert not fake.kinds and not fake.latency

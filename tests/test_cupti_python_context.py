@@ -35,11 +35,24 @@ def test_triton_like_launches_get_their_node_by_correlation_id():
     assert backend.stats["join_py_by_corr"] == 5
 
 
-def test_runtime_launches_get_their_node_through_the_nested_driver_callback_by_time():
+def test_runtime_launches_get_their_node_through_the_nested_driver_callback_by_correlation_id():
     context = Counter()
     backend, fake, sink = started_backend(python_context=context)
     for _ in range(5):
-        fake.launch("torch_op", api="runtime")   # callback correlation id differs from the kernel's
+        fake.launch("torch_op", api="runtime")
+    backend.stop()
+    assert sink.rows()["py_node"].tolist() == [100, 101, 102, 103, 104]
+    assert backend.stats["join_py_by_corr"] == 5
+
+
+def test_a_nested_driver_callback_with_an_id_of_its_own_still_gives_the_node_by_thread_and_time():
+    from fakes.fake_cupti import FakeCupti
+    fake = FakeCupti()
+    fake.nested_own_corr = True                  # the callback's correlation id differs from the kernel's
+    context = Counter()
+    backend, fake, sink = started_backend(fake, python_context=context)
+    for _ in range(5):
+        fake.launch("torch_op", api="runtime")
     backend.stop()
     assert sink.rows()["py_node"].tolist() == [100, 101, 102, 103, 104]
     assert backend.stats["join_py_by_time"] == 5

@@ -79,6 +79,7 @@ CBID_GRAPHNODE_CREATED, CBID_GRAPHNODE_CLONED, CBID_GRAPH_CREATED, CBID_GRAPHEXE
 CBID_NVTX_RANGE_PUSH_A, CBID_NVTX_RANGE_POP = 8, 11     # cupti_nvtx_cbid.h
 NVTX_INJECTION_ENV = "NVTX_INJECTION64_PATH"
 CU_LAUNCH_KERNEL, CU_LAUNCH_KERNEL_EX, CU_GRAPH_LAUNCH, CUDA_LAUNCH_KERNEL = 307, 652, 514, 211
+CUDA_GRAPH_LAUNCH = 311
 #: cuStreamBeginCapture_v2, cuStreamEndCapture (cupti_driver_cbid.h)
 CU_STREAM_BEGIN_CAPTURE_V2, CU_STREAM_END_CAPTURE = 539, 497
 EXISTING_DRIVER_CBIDS = range(1, 720)
@@ -129,6 +130,11 @@ class FakeCupti:
         self.graph_exec_created = graph_exec_created
         #: GRAPHEXEC_CREATED names the exec's own clone rather than the instantiated graph
         self.exec_names_clone = False
+        #: the driver call a runtime launch nests (cudaLaunchKernel -> cuLaunchKernel) fires its
+        #: callback with the runtime call's correlation id, the one its kernel carries (measured on
+        #: the H200: every torch kernel matched its driver launch callback by id); True: with an id
+        #: of its own, as a CUPTI that numbered nested calls apart would
+        self.nested_own_corr = False
         #: CUPTI's default (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER = 1): every launching
         #: thread writes into a buffer of its own, kept (also after the thread ends) until it is
         #: full or flushed; False: one buffer shared by every thread
@@ -342,7 +348,8 @@ class FakeCupti:
 
         ``api="driver"`` models Triton (cuLaunchKernelEx: one driver API record, kernel shares
         its correlation id); ``api="runtime"`` models torch (cudaLaunchKernel: one runtime API
-        record; the nested cuLaunchKernel fires the *driver callback* with its own id).
+        record; the nested cuLaunchKernel fires the *driver callback*, with the same id unless
+        :attr:`nested_own_corr`).
         """
         corr = next(self._corr)
         cbid = CU_LAUNCH_KERNEL_EX if api == "driver" else CUDA_LAUNCH_KERNEL
@@ -363,7 +370,7 @@ class FakeCupti:
             self._callback(DOMAIN_DRIVER, cbid, 0, corr)
         elif kind == KIND_RUNTIME:
             self._callback(DOMAIN_RUNTIME, cbid, 0, corr)
-            nested = next(self._corr)          # the runtime's internal cuLaunchKernel
+            nested = next(self._corr) if self.nested_own_corr else corr   # the runtime's cuLaunchKernel
             self._callback(DOMAIN_DRIVER, CU_LAUNCH_KERNEL, 0, nested)
             if inside:
                 inside()
@@ -425,12 +432,18 @@ class FakeCupti:
             self._resource(CBID_GRAPHEXEC_CREATED, named, 0, 0, exec_handle)
         return FakeGraph(exec_id, nodes, graph.names, exec_handle)
 
-    def replay(self, graph_exec, dur_ns=800, stream=7, device=0):
+    def replay(self, graph_exec, dur_ns=800, stream=7, device=0, api="driver"):
         """Launch an instantiated graph: one cuGraphLaunch API record (its callback's
-        ``functionParams`` a ``cuGraphLaunch_params`` naming the exec), one kernel record per node."""
+        ``functionParams`` a ``cuGraphLaunch_params`` naming the exec), one kernel record per node.
+        ``api="runtime"`` models torch: cudaGraphLaunch's runtime callback and API record around
+        the nested cuGraphLaunch's driver callback, all with the id the kernels carry."""
         corr = next(self._corr)
         params = ctypes.create_string_buffer(GRAPH_LAUNCH_PARAMS_FORMAT.pack(graph_exec.handle, stream), 16)
+        if api == "runtime":
+            self._callback(DOMAIN_RUNTIME, CUDA_GRAPH_LAUNCH, 0, corr)
         self._api_call(KIND_DRIVER, CU_GRAPH_LAUNCH, corr, params=ctypes.addressof(params))
+        if api == "runtime":
+            self._callback(DOMAIN_RUNTIME, CUDA_GRAPH_LAUNCH, 1, corr)
         t = self._now() + 1000
         for (_, node_id), name in zip(graph_exec.nodes, graph_exec.names):
             self._kernel(name, corr, t, dur_ns, stream, device, (128, 1, 1), node_id, graph_exec.graph_id)
