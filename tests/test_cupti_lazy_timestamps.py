@@ -144,8 +144,13 @@ def test_timestamps_are_switched_off_again_at_finalize_and_the_next_session_star
     assert counts("b.hatchet") == {"k": 1}
 
 
-def test_the_python_context_never_starts_lazy(lazy):
+def test_the_python_context_never_starts_lazy_and_no_context_change_switches_stamps_on(lazy):
+    """The python context needs no stamps (its launch callback places every kernel): a scope
+    entered does not switch them on as it would for a lazy session."""
     fake, _ = lazy
     proton.start("py", backend="cupti", context="python")
-    assert fake.latency
+    assert not fake.latency
+    with proton.scope("s"):
+        fake.launch("k")
+    assert not fake.latency
     proton.finalize()

@@ -2,6 +2,7 @@
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -45,16 +46,50 @@ def test_runtime_launches_get_their_node_through_the_nested_driver_callback_by_c
     assert backend.stats["join_py_by_corr"] == 5
 
 
-def test_a_nested_driver_callback_with_an_id_of_its_own_still_gives_the_node_by_thread_and_time():
+def test_kernels_take_thread_and_launch_time_from_their_callback_entry_with_no_latency_timestamps():
+    """Stamping each kernel's ``queued`` time costs every launch CPU time; the callback entry
+    already holds the launching thread and time."""
+    context = Counter()
+    backend, fake, sink = started_backend(python_context=context)
+    assert not fake.latency
+    window = {}
+
+    def launch():
+        window["tid"], before = threading.get_native_id(), time.time_ns()
+        for _ in range(4):
+            fake.launch("tri", api="driver")
+            fake.launch("torch_op", api="runtime")
+        window["span"] = (before, time.time_ns())
+    worker = threading.Thread(target=launch)
+    worker.start()
+    worker.join()
+    backend.stop()
+    rows = sink.rows()
+    assert rows["py_node"].tolist() == list(range(100, 108))
+    assert np.all(rows["tid"] == window["tid"])
+    lo, hi = window["span"]
+    assert np.all((rows["launch_ns"] >= lo) & (rows["launch_ns"] <= hi))
+    assert np.all(np.diff(rows["launch_ns"]) > 0)                     # each its own launch time
+    assert backend.stats["join_py_launched"] == 8 and backend.stats["join_api_missing"] == 0
+
+
+def test_a_cupti_whose_nested_callbacks_number_apart_gets_the_stamps_switched_on_at_once():
+    """Should the driver callback inside a runtime launch see an id of its own, the first kernel
+    no entry places switches CUPTI's latency timestamps on; from then on kernels are placed by
+    thread and time (the ones before go under the root)."""
     from fakes.fake_cupti import FakeCupti
     fake = FakeCupti()
     fake.nested_own_corr = True                  # the callback's correlation id differs from the kernel's
     context = Counter()
     backend, fake, sink = started_backend(fake, python_context=context)
+    fake.launch("torch_op", api="runtime")
+    backend.flush()
+    assert fake.latency
     for _ in range(5):
         fake.launch("torch_op", api="runtime")
     backend.stop()
-    assert sink.rows()["py_node"].tolist() == [100, 101, 102, 103, 104]
+    assert not fake.latency
+    assert sink.rows()["py_node"].tolist() == [-1, 101, 102, 103, 104, 105]
     assert backend.stats["join_py_by_time"] == 5
 
 

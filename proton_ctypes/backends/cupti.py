@@ -264,7 +264,12 @@ class CuptiBackend(Backend):
         lib.set_thread_id_type(THREAD_ID_TYPE_SYSTEM)
         self.collector.begin(self._hub, sink, self.clock_offset_ns, extcorr=self.attribution == "extcorr",
                              launch_source=self.launch_source, per_thread_buffers=per_thread)
-        if self.launch_source == LAUNCH_FROM_KERNEL and python_context is None and lazy_timestamps():
+        if self.launch_source == LAUNCH_FROM_KERNEL and python_context is not None:
+            # every launch's callback entry carries the id its kernel does (and its thread and
+            # time): no kernel needs its ``queued`` stamp, which costs every launch CPU time
+            lib.enable_latency_timestamps(False)
+            self.collector.joiner.launch_from_python = True
+        elif self.launch_source == LAUNCH_FROM_KERNEL and lazy_timestamps():
             lib.enable_latency_timestamps(False)
             self.collector.joiner.lazy = self._lazy_waiting = True
         self._hub.enable_graph_callbacks()

@@ -89,6 +89,8 @@ class Collector:
         self.per_thread_buffers = False
         #: ``(default_ns, {tid: ns})`` after the last drain (:meth:`watermark`); ``(0, {})``: unknown
         self.delivered = (0, {})
+        #: the latency timestamps were switched on for kernels the python context could not place
+        self.stamps_switched_on = False
 
     # ------------------------------------------------------------------ a session
     def begin(self, hub: CallbackHub, sink, clock_offset_ns: int, extcorr: bool,
@@ -106,6 +108,7 @@ class Collector:
         self.launch_source = launch_source
         self.per_thread_buffers = per_thread_buffers
         self.delivered = (0, {})
+        self.stamps_switched_on = False
 
     def start_thread(self, periodic: bool, flush_interval_s: float) -> None:
         """Start the collector thread (``periodic``: also flush CUPTI every ``flush_interval_s``)."""
@@ -224,6 +227,11 @@ class Collector:
             joiner.add_python(self.hub.take_python_entries())
             joiner.add_graph_launches(self.hub.take_graph_launches())
             batch = joiner.join(kernels, hold=hold)
+            if joiner.needs_stamps and not self.stamps_switched_on:
+                # a CUPTI whose launch callbacks see other ids than the kernels: from now on
+                # the kernels carry their ``queued`` time, and are placed by thread and time
+                self.stamps_switched_on = True
+                self.lib.enable_latency_timestamps(True)
             pool.trim()
             self.cupti_dropped += self.lib.dropped_records()
             self._check_api_records()
@@ -278,7 +286,7 @@ class Collector:
     def _check_api_records(self) -> None:
         stats = self.joiner.stats
         if (stats["kernels"] < MIN_KERNELS_FOR_API_CHECK or stats["api_matched"] or stats["owner_matched"]
-                or stats["lazy_matched"]):
+                or stats["lazy_matched"] or stats["py_launched"]):
             return
         if self.launch_source == LAUNCH_FROM_API:
             self.warn_once("api", "proton_ctypes: CUPTI delivered kernel records but no launch-API records; "

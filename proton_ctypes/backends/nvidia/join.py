@@ -111,10 +111,16 @@ class Joiner:
         self.lazy = False
         #: ... no later than just before the first context change (``time_ns``), once there was one
         self.lazy_bound_ns = None
+        #: ``context="python"`` without latency timestamps: a kernel matched by correlation id to a
+        #: launch-callback entry takes its launching thread and time from the entry
+        self.launch_from_python = False
+        #: set when such a kernel (launched, not replayed) matched no entry by id: its launch is
+        #: unknown, and CUPTI's latency timestamps must be switched on (the collector does)
+        self.needs_stamps = False
         #: Counters for diagnostics and the finalize report.
         self.stats = {"kernels": 0, "api_matched": 0, "owner_matched": 0, "lazy_matched": 0, "api_missing": 0,
                       "invalid_time": 0,
-                      "py_by_corr": 0, "py_by_time": 0, "ext_matched": 0, "api_records": 0, "graph_launches": 0}
+                      "py_by_corr": 0, "py_by_time": 0, "py_launched": 0, "ext_matched": 0, "api_records": 0, "graph_launches": 0}
 
     # ------------------------------------------------------------------ inputs
     def add_api(self, cols: dict) -> None:
@@ -199,7 +205,7 @@ class Joiner:
         self.stats["api_matched"] += int(found.sum())
         self.stats["owner_matched"] += int(stamped.sum())
         self.stats["lazy_matched"] += int(lazy.sum())
-        self.stats["api_missing"] += int(n - found.sum() - stamped.sum() - lazy.sum())
+        missing = int(n - found.sum() - stamped.sum() - lazy.sum())
         tid = batch["tid"]
         launch = batch["start_ns"].copy()
         if found.any():
@@ -224,7 +230,8 @@ class Joiner:
             self.stats["ext_matched"] += int(efound.sum())
             self.ext.keep(_unused(len(self.ext), erow[efound & single]))
         if len(self.py):
-            self._python_nodes(batch, k, found, row, stamped, single)
+            missing -= self._python_nodes(batch, k, found, row, stamped, single)
+        self.stats["api_missing"] += missing
         node = k["graphNodeId"]
         graph = node != 0
         if graph.any():
@@ -239,12 +246,26 @@ class Joiner:
             self.api.keep(_unused(len(self.api), used[~self.api.cols["graph"][used]]))
         return batch
 
-    def _python_nodes(self, batch, k, api_found, api_row, stamped, single) -> None:
+    def _python_nodes(self, batch, k, api_found, api_row, stamped, single) -> int:
         """Fill ``py_node``: by correlation id first, then by (thread, time inside the launch call:
-        the API record's span, or the window before the kernel's ``queued`` time)."""
+        the API record's span, or the window before the kernel's ``queued`` time).
+
+        With :attr:`launch_from_python` (never with lazy timestamps), the rows matched by id whose
+        launch neither an API entry (``api_found``) nor their record (``stamped``) gives take the
+        entry's thread and time.  Returns how many did."""
         pfound, prow = self.py.lookup(k["correlationId"])
         batch["py_node"][pfound] = self.py.cols["node"][prow[pfound]]
         self.stats["py_by_corr"] += int(pfound.sum())
+        taken = 0
+        if self.launch_from_python:
+            take = np.flatnonzero(pfound & ~api_found & ~stamped)
+            if take.size:
+                batch["tid"][take] = self.py.cols["tid"][prow[take]]
+                batch["launch_ns"][take] = self.py.cols["t"][prow[take]]
+                taken = int(take.size)
+                self.stats["py_launched"] += taken
+            if not self.needs_stamps and (~pfound & ~api_found & ~stamped & single).any():
+                self.needs_stamps = True
         used = [prow[pfound & single]]
         off = self.clock_offset_ns
         by_api = np.flatnonzero(~pfound & api_found)
@@ -271,6 +292,7 @@ class Joiner:
             used.append(hit[single[todo[sel[ok]]]])
             self.stats["py_by_time"] += int(ok.sum())
         self.py.keep(_unused(len(self.py), np.concatenate(used)))
+        return taken
 
     def _prune(self) -> None:
         """Age out entries that no kernel claimed (failed or foreign launches) and old graph launches."""
