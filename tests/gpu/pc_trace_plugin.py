@@ -69,6 +69,8 @@ def pytest_configure(config):
             self._trace_range = None
             rng["kernel"] = getattr(self, "_trace_symbol", None)
             rng["errors"] = len(self.errors)
+            rng["error_texts"] = [repr(e)[:200] for e in self.errors[:3]]
+            rng["contexts"] = [hex(c) for c in self.contexts]
             _write({"range": rng})
 
     sampler.start, sampler.stop, sampler.on_callback = traced_start, traced_stop, traced_on_callback
