@@ -132,8 +132,8 @@ class FakeCupti:
         self.exec_names_clone = False
         #: the driver call a runtime launch nests (cudaLaunchKernel -> cuLaunchKernel) fires its
         #: callback with the runtime call's correlation id, the one its kernel carries (measured on
-        #: the H200: every torch kernel matched its driver launch callback by id); True: with an id
-        #: of its own, as a CUPTI that numbered nested calls apart would
+        #: the H200, tests/gpu/probe_correlation.py: every kernel matched its driver callback by
+        #: id); True: with an id of its own, as a CUPTI that numbered nested calls apart would
         self.nested_own_corr = False
         #: CUPTI's default (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER = 1): every launching
         #: thread writes into a buffer of its own, kept (also after the thread ends) until it is

@@ -24,9 +24,10 @@ one callback function:
   kernel's record has no ``queued`` time; this gives its launch.  The runtime's
   ``cudaGraphLaunch`` nests the driver call, and the replayed kernels carry the driver
   call's correlation id, as a ``cudaLaunchKernel``'s kernel carries its nested
-  ``cuLaunchKernel``'s (measured on the H200: every torch kernel of the python-context
-  GPU test matched its driver launch callback by id; Proton subscribes the driver domain
-  only, for the same reason).  So the runtime domain stays off: CUPTI calls into Python
+  ``cuLaunchKernel``'s (measured on the H200 by ``tests/gpu/probe_correlation.py``: 5 600
+  of 5 600 torch, Triton and replayed kernels matched a driver callback's id, and one
+  replay's id follows the previous one's by 1: the nested call takes no id of its own;
+  Proton subscribes the driver domain only, for the same reason).  So the runtime domain stays off: CUPTI calls into Python
   at ENTER and EXIT of each enabled call, two calls per replay instead of four; never one
   per kernel.
 * **DRIVER domain, launch ids** (``context="python"`` only): on API ENTER call the

@@ -120,7 +120,8 @@ class Joiner:
         #: Counters for diagnostics and the finalize report.
         self.stats = {"kernels": 0, "api_matched": 0, "owner_matched": 0, "lazy_matched": 0, "api_missing": 0,
                       "invalid_time": 0,
-                      "py_by_corr": 0, "py_by_time": 0, "py_launched": 0, "ext_matched": 0, "api_records": 0, "graph_launches": 0}
+                      "py_by_corr": 0, "py_by_time": 0, "py_launched": 0, "ext_matched": 0, "api_records": 0,
+                      "graph_launches": 0}
 
     # ------------------------------------------------------------------ inputs
     def add_api(self, cols: dict) -> None:
