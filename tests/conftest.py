@@ -170,3 +170,20 @@ def json_decodes_deep_nesting() -> bool:
         return True
     except RecursionError:
         return False
+
+
+def on_a_thread(body):
+    """Run ``body()`` on a new thread; return that thread's native id and ``(before, after)``,
+    the ``time.time_ns()`` span around the call (what its launches' thread and times must be)."""
+    import threading
+    import time
+    out = {}
+
+    def run():
+        out["tid"], before = threading.get_native_id(), time.time_ns()
+        body()
+        out["span"] = (before, time.time_ns())
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    return out["tid"], out["span"]

@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from conftest import on_a_thread  # noqa: E402
 from fakes.fake_cupti import started_backend  # noqa: E402
 
 from proton_ctypes.tree import strings  # noqa: E402
@@ -113,22 +114,10 @@ def test_a_torch_style_replay_gets_its_thread_and_time_from_the_driver_callback_
     backend, fake, sink = started_backend()
     assert (DOMAIN_RUNTIME, CUDA_GRAPH_LAUNCH) not in fake.enabled_callbacks
     graph_exec = fake.instantiate(fake.capture(["a", "b"]))
-    replayer = {}
-
-    def replay():
-        replayer["tid"] = threading.get_native_id()
-        before = time.time_ns()
-        for _ in range(3):
-            fake.replay(graph_exec, api="runtime")
-        replayer["window"] = (before, time.time_ns())
-
-    worker = threading.Thread(target=replay)
-    worker.start()
-    worker.join()
+    tid, (lo, hi) = on_a_thread(lambda: [fake.replay(graph_exec, api="runtime") for _ in range(3)])
     backend.stop()
     rows = sink.rows()
     assert len(rows) == 6 and backend.stats["join_api_missing"] == 0
     assert backend.stats["join_graph_launches"] == 3                 # one entry per replay
-    assert np.all(rows["tid"] == replayer["tid"])
-    lo, hi = replayer["window"]
+    assert np.all(rows["tid"] == tid)
     assert np.all((rows["launch_ns"] >= lo) & (rows["launch_ns"] <= hi))

@@ -2,11 +2,11 @@
 import os
 import sys
 import threading
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from conftest import on_a_thread  # noqa: E402
 from fakes.fake_cupti import started_backend  # noqa: E402
 
 from proton_ctypes.backends.nvidia.cbids import CB_DOMAIN_DRIVER_API, GRAPH_LAUNCH_CBIDS  # noqa: E402
@@ -52,22 +52,16 @@ def test_kernels_take_thread_and_launch_time_from_their_callback_entry_with_no_l
     context = Counter()
     backend, fake, sink = started_backend(python_context=context)
     assert not fake.latency
-    window = {}
 
     def launch():
-        window["tid"], before = threading.get_native_id(), time.time_ns()
         for _ in range(4):
             fake.launch("tri", api="driver")
             fake.launch("torch_op", api="runtime")
-        window["span"] = (before, time.time_ns())
-    worker = threading.Thread(target=launch)
-    worker.start()
-    worker.join()
+    tid, (lo, hi) = on_a_thread(launch)
     backend.stop()
     rows = sink.rows()
     assert rows["py_node"].tolist() == list(range(100, 108))
-    assert np.all(rows["tid"] == window["tid"])
-    lo, hi = window["span"]
+    assert np.all(rows["tid"] == tid)
     assert np.all((rows["launch_ns"] >= lo) & (rows["launch_ns"] <= hi))
     assert np.all(np.diff(rows["launch_ns"]) > 0)                     # each its own launch time
     assert backend.stats["join_py_launched"] == 8 and backend.stats["join_api_missing"] == 0
