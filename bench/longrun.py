@@ -17,7 +17,8 @@ also by thread name (``other_threads_cpu_s_by_name``: a Python thread's name, el
 Per implementation: ``us_per_op`` (profiled wall / launches), ``overhead_us`` (minus the bare
 figure), ``ratio_to_proton``, ``finalize_s``, ``kernels`` counted in the written file against
 ``expected_kernels``, ``rss_growth_mb_per_million`` (the slope of resident memory after the first
-``--warm-launches``, read off the floor of the samples, see :func:`slope_per_million`) and
+``--warm-launches``, read off the floor of the samples, see :func:`slope_per_million`; the ``bare``
+row's is that of the bare loops, the launches' own growth with no profiler) and
 ``flush_cpu_us_per_kernel``; for
 proton_ctypes also the scope-log entries its views hold at the end of the loop and its activity
 buffers then (``buffers_at_end``).
@@ -68,6 +69,8 @@ PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20
 BUFFER_STATS = ("buffers_allocated", "buffer_bytes", "buffers_peak_out", "buffer_requests")
 #: samples after the warm-up from which the RSS growth is read off its floor (:func:`slope_per_million`)
 MIN_FLOOR_SAMPLES = 8
+#: the bare loop's memory slope is read after this fraction of it (1/N), however short it is
+BARE_WARM_PART = 3
 
 
 def rss_mb() -> float:
@@ -209,8 +212,9 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     else:
         launch, sync = _gpu_launcher()
     on_cpu = backend in CPU_BACKENDS
+    bare_samples = [(0, rss_mb())]
     t0 = time.perf_counter()
-    _loop(None, (lambda: None) if on_cpu else launch, bare_launches, sample_every, [])
+    _loop(None, (lambda: None) if on_cpu else launch, bare_launches, sample_every, bare_samples)
     sync()
     bare_s = time.perf_counter() - t0
     out = os.path.join(tempfile.mkdtemp(), "longrun")
@@ -255,6 +259,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     return {"impl": impl, "bare_s": bare_s, "bare_launches": bare_launches, "wall_s": wall_s,
             "finalize_s": finalize_s, "kernels": kernels, "expected": launches, "rss_samples": samples,
             "rss_growth_mb_per_million": slope_per_million(samples, warm),
+            "bare_rss_growth_mb_per_million": slope_per_million(bare_samples, min(warm, bare_launches // BARE_WARM_PART)),
             "other_threads_cpu_s": others, "flush_cpu_us_per_kernel": others / max(kernels or launches, 1) * 1e6,
             "other_threads_cpu_s_by_name": by_name,
             "log_entries_at_end": entries, "buffers_at_end": buffers}
@@ -287,8 +292,11 @@ def run(a) -> list:
     bare_us = [x["bare_s"] / x["bare_launches"] * 1e6 for rs in runs.values() for x in rs]
     rows = []
     if bare_us:
+        bare_growth = [x["bare_rss_growth_mb_per_million"] for rs in runs.values() for x in rs
+                       if x.get("bare_rss_growth_mb_per_million") is not None]
         rows.append({"case": case, "impl": "bare", "us_per_op": round(statistics.median(bare_us), 3),
-                     "overhead_us": None, "ratio_to_proton": None, "finalize_s": None})
+                     "overhead_us": None, "ratio_to_proton": None, "finalize_s": None,
+                     "rss_growth_mb_per_million": round(statistics.median(bare_growth), 2) if bare_growth else None})
     overhead = {i: statistics.median([(x["wall_s"] / x["expected"] - x["bare_s"] / x["bare_launches"]) * 1e6
                                       for x in rs]) for i, rs in runs.items() if rs}
     for impl, rs in runs.items():

@@ -10,6 +10,7 @@ from fakes.fake_cupti import FakeDriver
 from fakes.fake_cupti_pcsampling import FakeCuptiPC
 from proton_ctypes.backends import select
 from proton_ctypes.backends.cupti import CuptiBackend
+from proton_ctypes.backends.nvidia.activity import FINALIZE_AROUND_PC_SAMPLING, FINALIZE_ENV
 from proton_ctypes.backends.nvidia.lib import CuptiError, load_cupti
 from proton_ctypes.backends.nvidia.pcsampling import METRIC_NAMES, PCSampler, pc_sampling_period
 
@@ -269,3 +270,14 @@ def test_launches_captured_into_a_graph_open_no_range_and_never_synchronise(fake
     fake.launch_sampled("matmul_kernel", PCS)           # after the capture: sampled again
     assert [c for c, _ in fake.pc_calls].count("cuptiPCSamplingStart") == 1
     proton.finalize()
+
+
+def test_finalize_around_pc_sampling_detaches_cupti_before_and_after_a_sampling_session(fake, monkeypatch):
+    monkeypatch.setenv(FINALIZE_ENV, FINALIZE_AROUND_PC_SAMPLING)
+    proton.start("plain", backend="cupti")
+    fake.launch("k")
+    proton.finalize()
+    assert fake.calls.get("cuptiFinalize", 0) == 0
+    root = _run(fake)
+    assert fake.calls["cuptiFinalize"] == 2            # before the sampling session, and after it
+    assert find(root, "s", "matmul_kernel")["metrics"]["num_samples"] > 0

@@ -310,6 +310,19 @@ class FakeCupti:
         self.enabled_callbacks.clear()
         return self._enter("cuptiUnsubscribe")
 
+    def cuptiFinalize(self):
+        """Detach: what a session switched on is gone (kinds, callbacks, buffer callbacks,
+        attributes), as CUPTI resets it."""
+        with self._lock:
+            self._write_deferred()
+        self.kinds.clear()
+        self.subscriber = None
+        self.enabled_callbacks.clear()
+        self.request = self.complete = None
+        self.latency = False
+        self.thread_id_type = 0
+        return self._enter("cuptiFinalize")
+
     def cuptiEnableCallback(self, enable, handle, domain, cbid):
         key = (int(domain), int(cbid))
         if enable and int(domain) in self.refuse_domains:

@@ -42,6 +42,10 @@ LAUNCH_FROM_API = "api"
 LAUNCH_SOURCE_ENV = "PROTON_CTYPES_LAUNCH_SOURCE"
 #: ``1``: latency timestamps wait for the first context change (:func:`lazy_timestamps`)
 LAZY_TIMESTAMPS_ENV = "PROTON_CTYPES_LAZY_TIMESTAMPS"
+#: When CUPTI is detached (``cuptiFinalize``): ``stop`` after every session, as Proton does;
+#: ``pcsampling`` around each ``mode="pcsampling"`` session only; anything else: never.
+FINALIZE_ENV = "PROTON_CTYPES_CUPTI_FINALIZE"
+FINALIZE_AT_STOP, FINALIZE_AROUND_PC_SAMPLING = "stop", "pcsampling"
 
 
 def calibrate_clock(lib: CuptiLib, pairs: int = CLOCK_PAIRS) -> tuple:
@@ -92,6 +96,13 @@ def lazy_timestamps(environ=None) -> bool:
     middle of a session (``tests/gpu/probe_latency_toggle.py``)."""
     env = os.environ if environ is None else environ
     return env.get(LAZY_TIMESTAMPS_ENV, "").strip() == "1"
+
+
+def finalize_policy(environ=None) -> str:
+    """When the backend detaches CUPTI (:data:`FINALIZE_ENV`); ``""``: never."""
+    env = os.environ if environ is None else environ
+    value = env.get(FINALIZE_ENV, "").strip().lower()
+    return value if value in (FINALIZE_AT_STOP, FINALIZE_AROUND_PC_SAMPLING) else ""
 
 
 def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list, source: str = LAUNCH_FROM_API,

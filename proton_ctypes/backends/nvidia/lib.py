@@ -51,6 +51,7 @@ PROTOTYPES = {
     "cuptiActivityPopExternalCorrelationId": [ctypes.c_int, P(U64)],
     "cuptiSubscribe": [P(VOIDP), CALLBACK_FUNC, VOIDP],
     "cuptiUnsubscribe": [VOIDP],
+    "cuptiFinalize": [],
     "cuptiEnableCallback": [U32, VOIDP, ctypes.c_int, U32],
     "cuptiGetGraphNodeId": [VOIDP, P(U64)],
     # PC sampling (cupti_pcsampling.h): each takes a pointer to its CUpti_*Params struct
@@ -215,6 +216,11 @@ class CuptiLib:
     def flush_all_quietly(self, flag: int = FLUSH_FORCED) -> None:
         """:meth:`flush_all`, errors ignored (teardown)."""
         self.try_call("cuptiActivityFlushAll", flag)
+
+    def finalize_quietly(self) -> None:
+        """``cuptiFinalize``: detach CUPTI from the process, every kind, callback and attribute
+        reset (the next CUPTI call attaches it afresh); errors ignored (teardown)."""
+        self.try_call("cuptiFinalize")
 
     def dropped_records(self) -> int:
         """Records CUPTI dropped since the last call (``cuptiActivityGetNumDroppedRecords``; 0 on error)."""
