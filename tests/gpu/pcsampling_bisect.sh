@@ -3,6 +3,7 @@
 # whether detaching CUPTI (PROTON_CTYPES_CUPTI_FINALIZE) changes it.  On the device machine, from
 # the repository root, with .upstream/third_party and .upstream/wheels-cp312 carried:
 #   bash tests/gpu/pcsampling_bisect.sh          -> $OUT/pcb-*.jsonl (PC-sampler ranges per run)
+#   PCB_RUNS="all all-pcs" bash tests/gpu/pcsampling_bisect.sh       (only these runs, in this order)
 # Each run: the suite's test_api.py and test_profile.py with a -k selection that always ends in
 # test_pcsampling (so it runs last, after the selected tests, as in the suite's order).
 set -u
@@ -30,12 +31,17 @@ PY
 
 ALL="test_api or test_torch or test_triton or test_cudagraph or test_metrics or test_scope_backward or \
 test_cpu_timed_scope or test_get_data or test_clear_data or test_data_is or test_hook or test_pcsampling"
-one all "" "$ALL"
-one all-pcs pcsampling "$ALL"
-one all-stop stop "$ALL"
-one alone "" "test_pcsampling"
-one api "" "test_api or test_pcsampling"
-one torch "" "test_torch or test_triton or test_pcsampling"
-one graphs "" "test_cudagraph or test_pcsampling"
-one data "" "test_metrics or test_scope_backward or test_cpu_timed_scope or test_get_data or test_clear_data or test_data_is or test_pcsampling"
-one hooks "" "test_hook or test_pcsampling"
+for run in ${PCB_RUNS:-all all-pcs all-stop alone api torch graphs data hooks}; do
+  case $run in
+    all) one all "" "$ALL" ;;
+    all-pcs) one all-pcs pcsampling "$ALL" ;;
+    all-stop) one all-stop stop "$ALL" ;;
+    alone) one alone "" "test_pcsampling" ;;
+    api) one api "" "test_api or test_pcsampling" ;;
+    torch) one torch "" "test_torch or test_triton or test_pcsampling" ;;
+    graphs) one graphs "" "test_cudagraph or test_pcsampling" ;;
+    data) one data "" "test_metrics or test_scope_backward or test_cpu_timed_scope or test_get_data or test_clear_data or test_data_is or test_pcsampling" ;;
+    hooks) one hooks "" "test_hook or test_pcsampling" ;;
+    *) echo "unknown run $run" ;;
+  esac
+done
