@@ -15,7 +15,10 @@ switches CUPTI on and off. Its recipes are:
 * ``per_thread``: ``ours`` without the latency timestamps (a probe switches them on later).
 
 Buffers are recycled from a small pool and never read. The scopes and states do nothing:
-writing them down is the profiler's cost, not CUPTI's.
+writing them down is the profiler's cost, not CUPTI's. ``flush_interval_s`` (0: never) has a
+thread of the floor's own call ``cuptiActivityFlushAll`` that often, as a profiler's collector
+does, so that CUPTI hands back its buffers during a long run (the memory then left growing is
+CUPTI's own).
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ BUFFER_ALIGN = 8
 class Floor:
     """CUPTI switched on (kernel records, the recipe's options) between ``start`` and ``finalize``."""
 
-    def __init__(self, recipe: str, lib=None, keep_records: bool = False):
+    def __init__(self, recipe: str, lib=None, keep_records: bool = False, flush_interval_s: float = 0.0):
         if recipe not in RECIPES:
             raise ValueError(f"unknown floor recipe {recipe!r} (one of {sorted(RECIPES)})")
         self.recipe = recipe
@@ -46,6 +49,8 @@ class Floor:
         self._callbacks = None
         self._registered = False
         self.records_bytes = 0
+        self.flush_interval_s = flush_interval_s
+        self._stop_flushing = threading.Event()
         #: with ``keep_records``: ``(owner thread, queued, start)`` of every kernel record (probes)
         self.kernels = [] if keep_records else None
 
@@ -103,13 +108,21 @@ class Floor:
         if timestamps:
             lib.enable_latency_timestamps(True)
         lib.enable_kind(layout.KIND_CONCURRENT_KERNEL)
+        if self.flush_interval_s > 0:
+            self._stop_flushing.clear()
+            threading.Thread(target=self._flush_loop, name="cupti-floor-flush", daemon=True).start()
         return 0
+
+    def _flush_loop(self) -> None:
+        while not self._stop_flushing.wait(self.flush_interval_s):
+            self._lib.flush_all_quietly(0)
 
     def finalize(self, *args, **kwargs) -> None:
         """Switch the kernel records off and hand every buffer back."""
         from proton_ctypes.backends.nvidia import layout
 
         lib = self._lib
+        self._stop_flushing.set()
         lib.disable_kind(layout.KIND_CONCURRENT_KERNEL)
         if RECIPES[self.recipe][1]:
             lib.enable_latency_timestamps(False)
@@ -131,8 +144,8 @@ class Floor:
         return 0
 
 
-def floor_profiler(impl: str, lib=None) -> Floor:
+def floor_profiler(impl: str, lib=None, flush_interval_s: float = 0.0) -> Floor:
     """The :class:`Floor` of a bench's ``floor:<recipe>`` implementation name."""
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
-    return Floor(impl.split(":", 1)[1], lib=lib)
+    return Floor(impl.split(":", 1)[1], lib=lib, flush_interval_s=flush_interval_s)

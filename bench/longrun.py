@@ -27,7 +27,9 @@ buffers then (``buffers_at_end``).
 (``bench/cupti_floor.py``): CUPTI switched on with no profiler around it, the same scopes doing
 nothing.  Both profilers' resident memory grows on the H200 by about as much per million launches;
 these rows say how much of it is CUPTI's own (and the driver's), whatever the profiler does.
-They are ``bare`` rows with a ``floor`` key (no profile, so no kernel count).
+They are ``bare`` rows with a ``floor`` key (no profile, so no kernel count).  A floor hands its
+buffers back only at ``finalize`` unless ``--floor-flush-s`` makes it flush CUPTI as often as a
+profiler's collector does; then the growth left is CUPTI's own.
 
 ``--backend mock`` runs proton_ctypes with its mock GPU backend on a CPU (a smoke run of this
 script: the "kernel" is ``MockBackend.launch`` and a thread plays the collector's timer); its
@@ -100,16 +102,16 @@ def slope_per_million(samples: list, warm: int) -> float:
     return sum((n - mx) * (mb - my) for n, mb in pts) / den * 1e6 if den else None
 
 
-def _profiler(impl: str, backend: str):
+def _profiler(impl: str, backend: str, floor_flush_s: float = 0.0):
     if impl == "proton":
         return real_proton()   # the installed Proton, or a newer one's (proton_overlay)
     sys.path.insert(0, ROOT)
     if impl.startswith("floor:"):
         from cupti_floor import floor_profiler
         if backend != "fake-cupti":
-            return floor_profiler(impl)
+            return floor_profiler(impl, flush_interval_s=floor_flush_s)
         from proton_ctypes.backends.nvidia.lib import load_cupti
-        return floor_profiler(impl, lib=load_cupti(_fake_cupti()))
+        return floor_profiler(impl, lib=load_cupti(_fake_cupti()), flush_interval_s=floor_flush_s)
     import proton_ctypes as proton
     if backend == "mock":
         from proton_ctypes.backends import select
@@ -198,9 +200,9 @@ def profile_drains(path: str):
 
 
 def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_every: int, warm: int,
-           drains_profile: str = None) -> dict:
+           drains_profile: str = None, floor_flush_s: float = 0.0) -> dict:
     """One process: a bare loop, then the profiled one; returns the figures."""
-    proton = _profiler(impl, backend)
+    proton = _profiler(impl, backend, floor_flush_s)
     write_profile = profile_drains(drains_profile) if drains_profile and impl == "proton_ctypes" else None
     collector = None
     if backend == "mock":
@@ -276,6 +278,8 @@ def run(a) -> list:
                    "--warm-launches", str(a.warm_launches), "--worker", impl]
             if a.profile_drains:
                 cmd += ["--profile-drains", a.profile_drains]
+            if a.floor_flush_s:
+                cmd += ["--floor-flush-s", str(a.floor_flush_s)]
             p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode != 0:
                 print(f"round {r} {impl}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
@@ -339,6 +343,8 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--profile-drains", metavar="FILE", default=None,
                     help="proton_ctypes's collector drains under cProfile: the heaviest functions to FILE")
+    ap.add_argument("--floor-flush-s", type=float, default=0.0,
+                    help="floor rows: flush CUPTI every this many seconds, as a collector does (0: never)")
     ap.add_argument("--worker", metavar="IMPL", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.bare_launches is None:
@@ -347,7 +353,7 @@ def main() -> None:
         a.warm_launches = 1_000_000 if a.launches >= 2_000_000 else a.launches // 3
     if a.worker:
         print(json.dumps(worker(a.worker, a.backend, a.launches, a.bare_launches, a.sample_every,
-                                a.warm_launches, a.profile_drains)))
+                                a.warm_launches, a.profile_drains, a.floor_flush_s)))
         return
     if a.impls is None:
         a.impls = "proton_ctypes" if a.backend in CPU_BACKENDS else ",".join(IMPLS)

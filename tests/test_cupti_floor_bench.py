@@ -77,3 +77,19 @@ def test_overhead_floor_rows_are_bare_rows_naming_their_recipe_with_a_ratio_to_p
     assert "kernels_recorded" not in floors["ours"]         # a floor writes no profile to count
     finalize_impls = {r["impl"] for r in summarize(collected) if r["case"].startswith("finalize")}
     assert finalize_impls == {"proton", "proton_ctypes"}
+
+
+def test_a_flushing_floor_hands_cupti_buffers_back_during_the_run_and_stops_at_finalize():
+    import time
+    fake = FakeCupti()
+    floor = floor_profiler("floor:ours", lib=load_cupti(fake), flush_interval_s=0.01)
+    floor.start()
+    fake.launch("tiny")
+    deadline = time.monotonic() + 5
+    while floor.records_bytes == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert floor.records_bytes > 0            # flushed back before finalize
+    floor.finalize()
+    flushes = fake.calls["cuptiActivityFlushAll"]
+    time.sleep(0.05)
+    assert fake.calls["cuptiActivityFlushAll"] == flushes

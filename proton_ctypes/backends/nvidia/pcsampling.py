@@ -27,9 +27,9 @@ under ``hook="triton"``, else ``<context at launch>/<function name>``.
 A range is stopped once the device has run its kernel: the launch call returns before a short
 kernel starts, and a range stopped then samples nothing of it.  Proton stops at the return and
 counts on ``KIND_KERNEL`` tracing to have serialized the launch.  The synchronisation costs
-nothing extra: the next range's start synchronises anyway.  (It does not explain Proton's suite
-on the H200, where the 1024-element torch fills of ``test_pcsampling`` still get no PC at all
-although each ran inside its own range.)  Samples of another function that still come with a range
+nothing extra: the next range's start synchronises anyway.  A kernel this short still gets a
+sample only by chance at the default period (measured: none in about half of fresh sessions,
+for Proton as for us; ``docs/collection.md``).  Samples of another function that still come with a range
 (a kernel of a thread not sampled) go to the node of that function's latest sampled launch
 (:mod:`proton_ctypes.core.pc_samples`), the kernel they were taken in.
 """

@@ -1,0 +1,59 @@
+"""Probe (GPU): how many PC samples a tiny torch fill gets in its own sampling range, session after session.
+
+Proton's ``test_pcsampling`` asserts that the node of two 1024-element torch fills (a sub-µs
+kernel) has ``num_samples > 0``. On the H100 the suite's run passed once (the second fill got 2
+samples, the first none) and failed twice (no sample in either range), with CUPTI detached
+between sessions or not. This repeats that test's body in fresh sessions and prints, per
+session, the samples of the fill node -- at Proton's default interval, and at a shorter one
+for comparison. Run: ``python tests/gpu/probe_pc_tiny.py [REPS]``; prints one JSON document.
+"""
+import json
+import os
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+
+def main(reps: int, impl: str) -> dict:
+    import torch
+    import triton
+    import triton.language as tl
+
+    if impl == "proton":
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        from proton_overlay import real_proton
+        proton = real_proton()
+    else:
+        import proton_ctypes as proton
+
+    @triton.jit
+    def foo(x, y, size: tl.constexpr):
+        offs = tl.arange(0, size)
+        for _ in range(100):
+            tl.store(y + offs, tl.load(x + offs))
+
+    out = {}
+    folder = tempfile.mkdtemp()
+    for mode in ("pcsampling", "pcsampling:interval=256"):
+        got = []
+        for i in range(reps):
+            path = os.path.join(folder, f"pc{i}")
+            proton.start(path, hook="triton", backend="cupti", mode=mode)
+            with proton.scope("init"):
+                x = torch.ones((1024,), device="cuda", dtype=torch.float32)
+                y = torch.zeros_like(x)
+            with proton.scope("test"):
+                foo[(1,)](x, y, x.size()[0], num_warps=4)
+            proton.finalize()
+            with open(path + ".hatchet") as f:
+                data = json.load(f)
+            init = next(c for c in data[0]["children"] if c["frame"]["name"] == "init")
+            got.append([c["metrics"].get("num_samples", 0) for c in init["children"]])
+        out[mode] = got
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 10, sys.argv[2] if len(sys.argv) > 2 else "ours")))
