@@ -10,7 +10,7 @@ from fakes.fake_cupti import FakeDriver
 from fakes.fake_cupti_pcsampling import FakeCuptiPC
 from proton_ctypes.backends import select
 from proton_ctypes.backends.cupti import CuptiBackend
-from proton_ctypes.backends.nvidia.activity import FINALIZE_AROUND_PC_SAMPLING, FINALIZE_ENV
+from proton_ctypes.backends.nvidia.activity import FINALIZE_ENV
 from proton_ctypes.backends.nvidia.lib import CuptiError, load_cupti
 from proton_ctypes.backends.nvidia.pcsampling import METRIC_NAMES, PCSampler, pc_sampling_period
 
@@ -272,12 +272,13 @@ def test_launches_captured_into_a_graph_open_no_range_and_never_synchronise(fake
     proton.finalize()
 
 
-def test_finalize_around_pc_sampling_detaches_cupti_before_and_after_a_sampling_session(fake, monkeypatch):
-    monkeypatch.setenv(FINALIZE_ENV, FINALIZE_AROUND_PC_SAMPLING)
+
+def test_a_sampling_session_after_a_detach_of_cupti_samples_as_the_first_one(fake, monkeypatch):
+    monkeypatch.setenv(FINALIZE_ENV, "1")
     proton.start("plain", backend="cupti")
     fake.launch("k")
     proton.finalize()
-    assert fake.calls.get("cuptiFinalize", 0) == 0
+    assert fake.calls["cuptiFinalize"] == 1
     root = _run(fake)
-    assert fake.calls["cuptiFinalize"] == 2            # before the sampling session, and after it
+    assert fake.calls["cuptiFinalize"] == 2
     assert find(root, "s", "matmul_kernel")["metrics"]["num_samples"] > 0

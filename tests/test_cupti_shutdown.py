@@ -11,8 +11,7 @@ from fakes.fake_cupti import FakeCupti, FakeDriver, started_backend  # noqa: E40
 
 from proton_ctypes.backends.modes import NO_MODE  # noqa: E402
 from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
-from proton_ctypes.backends.nvidia.activity import (FINALIZE_AROUND_PC_SAMPLING, FINALIZE_AT_STOP,  # noqa: E402
-                                                    FINALIZE_ENV)
+from proton_ctypes.backends.nvidia.activity import FINALIZE_ENV  # noqa: E402
 from proton_ctypes.tree import strings  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -128,8 +127,8 @@ def test_cupti_stays_attached_between_sessions_unless_asked():
     assert fake.calls.get("cuptiFinalize", 0) == 0
 
 
-def test_finalize_at_stop_detaches_cupti_after_every_session_and_the_next_one_attaches_afresh(monkeypatch):
-    monkeypatch.setenv(FINALIZE_ENV, FINALIZE_AT_STOP)
+def test_asked_to_detach_cupti_every_stop_does_and_the_next_session_attaches_afresh(monkeypatch):
+    monkeypatch.setenv(FINALIZE_ENV, "1")
     backend, fake, sink = started_backend()
     fake.launch("first")
     backend.stop()
@@ -141,12 +140,3 @@ def test_finalize_at_stop_detaches_cupti_after_every_session_and_the_next_one_at
     assert fake.calls["cuptiFinalize"] == 2
     assert sorted(strings.name_of(i) for i in sink.rows()["name_id"]) == ["first", "second"]
 
-
-def test_finalize_around_pc_sampling_leaves_other_sessions_attached(monkeypatch):
-    monkeypatch.setenv(FINALIZE_ENV, FINALIZE_AROUND_PC_SAMPLING)
-    backend, fake, sink = started_backend()
-    fake.launch("k")
-    backend.stop()
-    backend.start(sink, NO_MODE)
-    backend.stop()
-    assert fake.calls.get("cuptiFinalize", 0) == 0

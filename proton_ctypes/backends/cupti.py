@@ -39,9 +39,8 @@ import numpy as np
 from .base import DEFAULT_FLUSH_INTERVAL_S, Backend
 from .modes import NO_MODE, Mode
 from .nvidia import nvtx
-from .nvidia.activity import (FINALIZE_AROUND_PC_SAMPLING, FINALIZE_AT_STOP, LAUNCH_FROM_API, LAUNCH_FROM_KERNEL,
-                              calibrate_clock, choose_attribution, finalize_policy,
-                              choose_launch_source, enable_activity, lazy_timestamps)
+from .nvidia.activity import (LAUNCH_FROM_API, LAUNCH_FROM_KERNEL, calibrate_clock, choose_attribution,
+                              choose_launch_source, enable_activity, finalize_at_stop, lazy_timestamps)
 from .nvidia.buffers import DEFAULT_BUFFER_BYTES, LIMIT_ENV, MIB, BufferPool
 from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub, torch_profiler_active
 from .nvidia.collector import Collector
@@ -52,8 +51,6 @@ from .nvidia.pcsampling import PCSampler, pc_sampling_period
 DEFAULT_PARSE_BATCH = 4
 PARSE_BATCH_ENV = "PROTON_CTYPES_PARSE_BATCH"
 _ACTIVE = []  # the CuptiBackend currently started in this process (CUPTI allows one subscriber)
-#: non-empty while CUPTI has been used since it was last detached (``cuptiFinalize``) in this process
-_ATTACHED = []
 
 
 class CuptiBackend(Backend):
@@ -146,10 +143,6 @@ class CuptiBackend(Backend):
         self._hub.graph_execs, self._hub.graph_warned = self._graph_execs, self._graph_warned
         self._hub.exec_graph, self._hub.graph_hooks = self._exec_graph, self.graph_hooks
         self._pc = self._hub.pc = self._make_pc_sampler(lib) if mode.pc_sampling else None
-        if mode.pc_sampling and _ATTACHED and finalize_policy() == FINALIZE_AROUND_PC_SAMPLING:
-            lib.finalize_quietly()
-            _ATTACHED.clear()
-        _ATTACHED.append(True)
         self._hub.subscribe(python_context)  # first: detects another CUPTI user before touching anything
         _ACTIVE.append(self)
         try:
@@ -358,10 +351,8 @@ class CuptiBackend(Backend):
             t3 = clock()
             if self.lib is not None:
                 self.lib.flush_all_quietly()
-                policy = finalize_policy()
-                if policy == FINALIZE_AT_STOP or (policy == FINALIZE_AROUND_PC_SAMPLING and self.mode.pc_sampling):
+                if finalize_at_stop():
                     self.lib.finalize_quietly()
-                    _ATTACHED.clear()
             t4 = clock()
             if collector is not None:
                 for key, dt in (("stop_collector_s", t1 - t0), ("stop_sync_s", t2 - t1),

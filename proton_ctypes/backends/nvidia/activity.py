@@ -42,10 +42,8 @@ LAUNCH_FROM_API = "api"
 LAUNCH_SOURCE_ENV = "PROTON_CTYPES_LAUNCH_SOURCE"
 #: ``1``: latency timestamps wait for the first context change (:func:`lazy_timestamps`)
 LAZY_TIMESTAMPS_ENV = "PROTON_CTYPES_LAZY_TIMESTAMPS"
-#: When CUPTI is detached (``cuptiFinalize``): ``stop`` after every session, as Proton does;
-#: ``pcsampling`` around each ``mode="pcsampling"`` session only; anything else: never.
+#: ``1``: CUPTI is detached (``cuptiFinalize``) at every session's stop, as Proton does
 FINALIZE_ENV = "PROTON_CTYPES_CUPTI_FINALIZE"
-FINALIZE_AT_STOP, FINALIZE_AROUND_PC_SAMPLING = "stop", "pcsampling"
 
 
 def calibrate_clock(lib: CuptiLib, pairs: int = CLOCK_PAIRS) -> tuple:
@@ -98,11 +96,13 @@ def lazy_timestamps(environ=None) -> bool:
     return env.get(LAZY_TIMESTAMPS_ENV, "").strip() == "1"
 
 
-def finalize_policy(environ=None) -> str:
-    """When the backend detaches CUPTI (:data:`FINALIZE_ENV`); ``""``: never."""
+def finalize_at_stop(environ=None) -> bool:
+    """Whether a session's stop detaches CUPTI (``PROTON_CTYPES_CUPTI_FINALIZE=1``), as Proton's
+    does. Off by default: every start switches on again all it needs, so nothing depends on it;
+    and detaching did not change what the one test it was tried for measures (a tiny kernel's PC
+    samples, ``docs/collection.md``)."""
     env = os.environ if environ is None else environ
-    value = env.get(FINALIZE_ENV, "").strip().lower()
-    return value if value in (FINALIZE_AT_STOP, FINALIZE_AROUND_PC_SAMPLING) else ""
+    return env.get(FINALIZE_ENV, "").strip() == "1"
 
 
 def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list, source: str = LAUNCH_FROM_API,

@@ -29,8 +29,8 @@ kernel starts, and a range stopped then samples nothing of it.  Proton stops at 
 counts on ``KIND_KERNEL`` tracing to have serialized the launch.  The synchronisation costs
 nothing extra: the next range's start synchronises anyway.  A kernel this short still gets a
 sample only by chance at the default period (measured: none in about half of fresh sessions,
-for Proton as for us; ``docs/collection.md``).  Samples of another function that still come with a range
-(a kernel of a thread not sampled) go to the node of that function's latest sampled launch
+for Proton as for us; ``docs/collection.md``).  Samples of another function that still come
+with a range (a kernel of a thread not sampled) go to the node of that function's latest sampled launch
 (:mod:`proton_ctypes.core.pc_samples`), the kernel they were taken in.
 """
 from __future__ import annotations
