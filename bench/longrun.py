@@ -261,7 +261,8 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     return {"impl": impl, "bare_s": bare_s, "bare_launches": bare_launches, "wall_s": wall_s,
             "finalize_s": finalize_s, "kernels": kernels, "expected": launches, "rss_samples": samples,
             "rss_growth_mb_per_million": slope_per_million(samples, warm),
-            "bare_rss_growth_mb_per_million": slope_per_million(bare_samples, min(warm, bare_launches // BARE_WARM_PART)),
+            "bare_rss_growth_mb_per_million": slope_per_million(bare_samples,
+                                                                min(warm, bare_launches // BARE_WARM_PART)),
             "other_threads_cpu_s": others, "flush_cpu_us_per_kernel": others / max(kernels or launches, 1) * 1e6,
             "other_threads_cpu_s_by_name": by_name,
             "log_entries_at_end": entries, "buffers_at_end": buffers}
