@@ -122,7 +122,8 @@ def main() -> dict:
     mine = sorted(c for owner, c in kernels if owner == me)
     split = [sum(1 for c in mine if lo < c < hi) for lo, hi in zip(ours, ours[1:])]
     everything = [c for _o, c in kernels] + [c for _t, c in seen]
-    return {"marker_cpu_us_without_callback": round(bare_us, 3), "marker_cpu_us_with_callback": round(with_callback_us, 3),
+    return {"marker_cpu_us_without_callback": round(bare_us, 3),
+            "marker_cpu_us_with_callback": round(with_callback_us, 3),
             "callbacks_while_timed": timed_callbacks, "markers_timed": MARKERS_TIMED,
             "marker_ids": ours, "split": split, "expected_split": [5, 3],
             "other_thread_kernels": sum(1 for owner, _c in kernels if owner == other.get("tid")),
