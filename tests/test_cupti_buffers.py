@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from fakes.fake_cupti import started_backend  # noqa: E402
+from fakes.fake_cupti import (INCOMPLETE_KIND_BIT, KERNEL_OFFSETS, KIND_KERNEL, FakeCupti,  # noqa: E402
+                              started_backend)
 
 from proton_ctypes.backends.nvidia import buffers  # noqa: E402
 from proton_ctypes.backends.nvidia.buffers import BufferPool  # noqa: E402
@@ -141,3 +142,18 @@ def test_completed_buffers_are_parsed_off_the_cupti_thread():
     assert len(sink.rows()) == 600
     assert not (sink.threads & fake.complete_threads)
     assert np.all(np.diff(sink.rows()["corr"].astype(np.int64)) > 0)
+
+
+def test_a_kernel_launched_is_in_its_threads_buffer_marked_incomplete_until_it_completes():
+    """As measured on the H100 (tests/gpu/probe_buffer_fill.py), and as the fake writes it."""
+    backend, fake, sink = started_backend(FakeCupti(defer_kernels=True))
+    fake.launch("k")
+    address, _size, used = fake._bufs[threading.get_native_id()]
+    record = address + used - fake.record_size
+    assert ctypes.c_uint32.from_address(record).value == KIND_KERNEL | INCOMPLETE_KIND_BIT
+    assert ctypes.c_uint32.from_address(record + KERNEL_OFFSETS["correlationId"]).value > 0
+    assert ctypes.c_uint64.from_address(record + KERNEL_OFFSETS["start"]).value == 0
+    fake.complete_kernels()
+    assert ctypes.c_uint32.from_address(record).value == KIND_KERNEL
+    backend.stop()
+    assert len(sink.rows()) == 1

@@ -74,6 +74,8 @@ KIND_DRIVER, KIND_RUNTIME, KIND_KERNEL, KIND_EXTCORR = 4, 5, 10, 39
 #: CUPTI_ACTIVITY_KIND_KERNEL: the same record as KIND_KERNEL (concurrent), kernels serialized
 KIND_SERIAL_KERNEL = 3
 KNOWN_KINDS = {1, 2, 3, KIND_DRIVER, KIND_RUNTIME, KIND_KERNEL, KIND_EXTCORR}
+#: the bit CUPTI sets in the kind of a kernel record written at launch and not yet complete
+INCOMPLETE_KIND_BIT = 0x8000_0000
 DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE, DOMAIN_NVTX = 1, 2, 3, 5
 CBID_GRAPHNODE_CREATED, CBID_GRAPHNODE_CLONED, CBID_GRAPH_CREATED, CBID_GRAPHEXEC_CREATED = 13, 20, 9, 18
 CBID_NVTX_RANGE_PUSH_A, CBID_NVTX_RANGE_POP = 8, 11     # cupti_nvtx_cbid.h
@@ -574,6 +576,12 @@ class FakeCupti:
                 self.dropped += 1
                 return
             buf, offset = slot
+            # what CUPTI writes there during the launch (measured, tests/gpu/probe_buffer_fill.py):
+            # the kind with its top bit set (incomplete) and the correlation id, times still zero
+            pending = bytearray(len(record))
+            pending[:4] = (kind | INCOMPLETE_KIND_BIT).to_bytes(4, "little")
+            pending[KERNEL_OFFSETS["correlationId"]:KERNEL_OFFSETS["correlationId"] + 4] = corr.to_bytes(4, "little")
+            ctypes.memmove(buf[0] + offset, bytes(pending), len(pending))
             self._unwritten[buf[0]] = self._unwritten.get(buf[0], 0) + 1
             self._deferred.append((record, buf[0], offset))
 
