@@ -39,7 +39,8 @@ BUFFER_ALIGN = 8
 class Floor:
     """CUPTI switched on (kernel records, the recipe's options) between ``start`` and ``finalize``."""
 
-    def __init__(self, recipe: str, lib=None, keep_records: bool = False, flush_interval_s: float = 0.0):
+    def __init__(self, recipe: str, lib=None, keep_records: bool = False, flush_interval_s: float = 0.0,
+                 on_kernel=None):
         if recipe not in RECIPES:
             raise ValueError(f"unknown floor recipe {recipe!r} (one of {sorted(RECIPES)})")
         self.recipe = recipe
@@ -53,6 +54,13 @@ class Floor:
         self._stop_flushing = threading.Event()
         #: with ``keep_records``: ``(owner thread, queued, start)`` of every kernel record (probes)
         self.kernels = [] if keep_records else None
+        #: probes: ``on_kernel(owner thread, buffer address, record offset)`` for each kernel
+        #: record of a buffer handed back, while the buffer is still whole
+        self.on_kernel = self._keep if keep_records else on_kernel
+        #: buffer address -> the number of its latest request (1, 2, ...: the order CUPTI asked), and
+        #: thread -> the address of the buffer it asked for last (the one it writes into now; a
+        #: recycled buffer is not cleared)
+        self.requests, self.request_number, self.current = 0, {}, {}
 
     # ------------------------------------------------------------------ CUPTI buffers
     def _on_request(self, buffer, size, max_records) -> None:
@@ -62,7 +70,11 @@ class Floor:
                 raw = ctypes.create_string_buffer(BUFFER_BYTES + BUFFER_ALIGN)
                 address = (ctypes.addressof(raw) + BUFFER_ALIGN - 1) // BUFFER_ALIGN * BUFFER_ALIGN
                 buf = (address, raw)
-            self._buffers[buf[0]] = buf + (threading.get_native_id(),)
+            me = threading.get_native_id()
+            self._buffers[buf[0]] = buf + (me,)
+            self.requests += 1
+            self.request_number[buf[0]] = self.requests
+            self.current[me] = buf[0]
         buffer[0] = buf[0]
         size[0] = BUFFER_BYTES
         max_records[0] = 0
@@ -73,21 +85,19 @@ class Floor:
             self.records_bytes += valid
         if buf is None:
             return
-        if self.kernels is not None and valid:
-            self._keep(buffer, valid, buf[2])
+        if self.on_kernel is not None and valid:
+            from proton_ctypes.backends.nvidia import layout
+
+            for offset in self._lib.record_offsets(buffer, valid):
+                if ctypes.c_uint32.from_address(buffer + offset).value in layout.KERNEL_KINDS:
+                    self.on_kernel(buf[2], buffer, offset)
         with self._lock:
             self._pool.append(buf[:2])
 
-    def _keep(self, address: int, valid: int, owner: int) -> None:
-        from proton_ctypes.backends.nvidia import layout
-
-        fields = {name: (np_type, offset) for name, np_type, offset in layout.KERNEL_FIELDS}
-        for offset in self._lib.record_offsets(address, valid):
-            at = address + offset
-            if ctypes.c_uint32.from_address(at).value in layout.KERNEL_KINDS:
-                queued = ctypes.c_uint64.from_address(at + fields["queued"][1]).value
-                start = ctypes.c_uint64.from_address(at + fields["start"][1]).value
-                self.kernels.append((owner, queued, start))
+    def _keep(self, owner: int, buffer: int, offset: int) -> None:
+        record, offsets = buffer + offset, self.field_offsets
+        self.kernels.append((owner, ctypes.c_uint64.from_address(record + offsets["queued"]).value,
+                             ctypes.c_uint64.from_address(record + offsets["start"]).value))
 
     # ------------------------------------------------------------------ the profiler API the benches call
     def start(self, name=None, **kwargs) -> int:
@@ -97,6 +107,8 @@ class Floor:
 
         if self._lib is None:
             self._lib = load_cupti()
+        #: kernel-record field name -> byte offset (for ``on_kernel`` hooks)
+        self.field_offsets = {name: offset for name, _fmt, offset in layout.KERNEL_FIELDS}
         lib = self._lib
         per_thread, timestamps = RECIPES[self.recipe]
         if not self._registered:

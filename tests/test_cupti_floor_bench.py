@@ -1,8 +1,11 @@
 """bench/cupti_floor.py: the CUPTI floor rows of the GPU benches, checked over the fake libcupti
 (the figures come from the H200; here: it switches on what its recipe says, CUPTI's buffers come
 back to its pool, and it records nothing of the scopes)."""
+import ctypes
 import pathlib
 import sys
+import threading
+import time
 
 import pytest
 
@@ -80,7 +83,6 @@ def test_overhead_floor_rows_are_bare_rows_naming_their_recipe_with_a_ratio_to_p
 
 
 def test_a_flushing_floor_hands_cupti_buffers_back_during_the_run_and_stops_at_finalize():
-    import time
     fake = FakeCupti()
     floor = floor_profiler("floor:ours", lib=load_cupti(fake), flush_interval_s=0.01)
     floor.start()
@@ -93,3 +95,18 @@ def test_a_flushing_floor_hands_cupti_buffers_back_during_the_run_and_stops_at_f
     flushes = fake.calls["cuptiActivityFlushAll"]
     time.sleep(0.05)
     assert fake.calls["cuptiActivityFlushAll"] == flushes
+
+
+def test_a_floor_names_each_threads_current_buffer_and_hands_each_kernel_record_to_its_hook():
+    seen = []
+    fake = FakeCupti()
+    floor = Floor("per_thread", lib=load_cupti(fake), on_kernel=lambda *record: seen.append(record))
+    floor.start()
+    fake.launch("tiny")
+    me = threading.get_native_id()
+    address = floor.current[me]
+    assert floor.request_number[address] == floor.requests == 1
+    floor.finalize()
+    assert [(owner, buffer, offset) for owner, buffer, offset in seen] == [(me, address, 0)]
+    corr = ctypes.c_uint32.from_address(address + floor.field_offsets["correlationId"]).value
+    assert corr > 0

@@ -21,15 +21,11 @@ Not a test: CUPTI's behaviour is what it finds, whatever it is.
 """
 import ctypes
 import json
-import os
-import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-from cupti_floor import BUFFER_BYTES, Floor  # noqa: E402
+from probe_common import launching_in_background
+from cupti_floor import BUFFER_BYTES, Floor  # noqa: E402  (probe_common put bench/ on the path)
 
 READS_TIMED = 100_000
 #: GPU cycles the busy kernel spins, so that the probe's launches wait in the queue
@@ -44,38 +40,18 @@ def main() -> dict:
     x = torch.zeros(1024, device="cuda")
     x.add_(1)
     torch.cuda.synchronize()
-    floor = Floor("per_thread")
-    current = {}                                 # thread -> (sequence number, buffer address)
-    seqs = {}                                    # buffer address -> sequence number of its last request
-    seq = [0]
-    request = floor._on_request
-
-    def on_request(buffer, size, max_records):
-        request(buffer, size, max_records)
-        seq[0] += 1
-        current[threading.get_native_id()] = (seq[0], buffer[0])
-        seqs[buffer[0]] = seq[0]
-
-    floor._on_request = on_request
-    kernels = []                                 # (owner, buffer address, slot) of each kernel record
-    floor.kernels = []
-
-    def keep(address, valid, owner):
-        for offset in floor._lib.record_offsets(address, valid):
-            if ctypes.c_uint32.from_address(address + offset).value in layout.KERNEL_KINDS:
-                kernels.append((owner, address, offset))
-
-    floor._keep = keep
+    kernels = []                                 # (owner, buffer address, record offset) of each kernel record
+    floor = Floor("per_thread", on_kernel=lambda *record: kernels.append(record))
     floor.start()
     stride = layout.expected_kernel_stride(floor._lib.version)
     words = stride // 4
     views, last = {}, {}                         # buffer address -> uint32 view; thread -> (address, slot)
 
     def position():
-        """``(buffer sequence, first empty slot)`` of the calling thread's current buffer."""
+        """``(request number, first empty slot)`` of the calling thread's current buffer."""
         me = threading.get_native_id()
-        s, address = current.get(me, (0, 0))
-        if not address:
+        address = floor.current.get(me)
+        if address is None:
             return (0, 0)
         view = views.get(address)
         if view is None:
@@ -88,7 +64,7 @@ def main() -> dict:
         while slot < limit and view[slot * words]:
             slot += 1
         last[me] = (address, slot)
-        return (s, slot)
+        return (floor.request_number[address], slot)
 
     x.add_(1)                                    # this thread's buffer exists
     torch.cuda.synchronize()
@@ -97,35 +73,23 @@ def main() -> dict:
         position()
     read_us = (time.thread_time_ns() - t0) / READS_TIMED / 1e3
 
-    stop = threading.Event()
-    other = {}
-
-    def background():
-        other["tid"] = threading.get_native_id()
-        y = torch.zeros(1024, device="cuda")
-        while not stop.is_set():
-            y.add_(1)
-
-    t = threading.Thread(target=background)
-    t.start()
-    time.sleep(0.05)
-    torch.cuda._sleep(BUSY_CYCLES)
     me = threading.get_native_id()
-    marks = [position()]
-    for _ in range(5):
-        x.add_(1)
-    marks.append(position())
-    for _ in range(3):
-        x.add_(1)
-    marks.append(position())
-    stop.set()
-    t.join()
+    with launching_in_background() as other:
+        torch.cuda._sleep(BUSY_CYCLES)
+        marks = [position()]
+        for _ in range(5):
+            x.add_(1)
+        marks.append(position())
+        for _ in range(3):
+            x.add_(1)
+        marks.append(position())
     torch.cuda.synchronize()
+    numbers = dict(floor.request_number)         # before finalize hands the buffers back for reuse
     floor.finalize()
-    mine = sorted((seqs.get(a, -1), off // stride) for owner, a, off in kernels if owner == me)
+    mine = sorted((numbers.get(a, -1), off // stride) for owner, a, off in kernels if owner == me)
     split = [sum(1 for p in mine if lo <= p < hi) for lo, hi in zip(marks, marks[1:])]
     return {"read_cpu_us": round(read_us, 3), "reads_timed": READS_TIMED, "marks": marks, "split": split,
-            "expected_split": [5, 3], "buffers_requested": seq[0],
+            "expected_split": [5, 3], "buffers_requested": floor.requests,
             "other_thread_kernels": sum(1 for owner, _a, _o in kernels if owner == other.get("tid"))}
 
 

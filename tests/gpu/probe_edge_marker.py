@@ -23,15 +23,11 @@ Not a test: CUPTI's behaviour is what it finds, whatever it is.
 """
 import ctypes
 import json
-import os
-import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-from cupti_floor import Floor  # noqa: E402
+from probe_common import launching_in_background
+from cupti_floor import Floor  # noqa: E402  (probe_common put bench/ on the path)
 
 #: ``CUPTI_DRIVER_TRACE_CBID_cuCtxGetId`` (cupti_driver_cbid.h): a call neither torch nor triton makes per launch
 CBID_CTX_GET_ID = 695
@@ -63,18 +59,13 @@ def main() -> dict:
             seen.append((threading.get_native_id(),
                          ctypes.c_uint32.from_address(data + layout.CALLBACK_CORRELATION_OFFSET).value))
 
-    floor = Floor("per_thread")
     kernels = []                                 # (owner, correlation id) of every kernel record
 
-    def keep(address, valid, owner):
-        corr_at = dict((n, o) for n, _t, o in layout.KERNEL_FIELDS)["correlationId"]
-        for offset in floor._lib.record_offsets(address, valid):
-            at = address + offset
-            if ctypes.c_uint32.from_address(at).value in layout.KERNEL_KINDS:
-                kernels.append((owner, ctypes.c_uint32.from_address(at + corr_at).value))
+    def keep(owner, buffer, offset):
+        corr = ctypes.c_uint32.from_address(buffer + offset + floor.field_offsets["correlationId"]).value
+        kernels.append((owner, corr))
 
-    floor._keep = keep
-    floor.kernels = []
+    floor = Floor("per_thread", on_kernel=keep)
     floor.start()
     lib = floor._lib
     callback = CALLBACK_FUNC(on_callback)
@@ -93,28 +84,15 @@ def main() -> dict:
     timed_callbacks = len(seen)
     seen.clear()
 
-    stop = threading.Event()
-    other = {}
-
-    def background():
-        other["tid"] = threading.get_native_id()
-        y = torch.zeros(1024, device="cuda")
-        while not stop.is_set():
-            y.add_(1)
-
-    t = threading.Thread(target=background)
-    t.start()
-    time.sleep(0.05)
     me = threading.get_native_id()
-    marker()
-    for _ in range(5):
-        x.add_(1)
-    marker()
-    for _ in range(3):
-        x.add_(1)
-    marker()
-    stop.set()
-    t.join()
+    with launching_in_background() as other:
+        marker()
+        for _ in range(5):
+            x.add_(1)
+        marker()
+        for _ in range(3):
+            x.add_(1)
+        marker()
     torch.cuda.synchronize()
     ours = [c for tid, c in seen if tid == me]
     lib.unsubscribe(subscriber)

@@ -12,8 +12,7 @@ import os
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
+import probe_common  # noqa: F401  (the import paths)
 
 
 def main(reps: int, impl: str) -> dict:
@@ -22,7 +21,6 @@ def main(reps: int, impl: str) -> dict:
     import triton.language as tl
 
     if impl == "proton":
-        sys.path.insert(0, os.path.join(ROOT, "bench"))
         from proton_overlay import real_proton
         proton = real_proton()
     else:

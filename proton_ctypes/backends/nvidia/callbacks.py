@@ -27,9 +27,9 @@ one callback function:
   ``cuLaunchKernel``'s (measured on the H200 by ``tests/gpu/probe_correlation.py``: 5 600
   of 5 600 torch, Triton and replayed kernels matched a driver callback's id, and one
   replay's id follows the previous one's by 1: the nested call takes no id of its own;
-  Proton subscribes the driver domain only, for the same reason).  So the runtime domain stays off: CUPTI calls into Python
-  at ENTER and EXIT of each enabled call, two calls per replay instead of four; never one
-  per kernel.
+  Proton subscribes the driver domain only, for the same reason).  So the runtime domain
+  stays off: CUPTI calls into Python at ENTER and EXIT of each enabled call, two calls per
+  replay instead of four; never one per kernel.
 * **DRIVER domain, launch ids** (``context="python"`` only): on API ENTER call the
   profiler's ``python_context()`` and remember ``(correlationId, node, thread, time)``.
   The default context installs no kernel-launch callback at all.
