@@ -41,7 +41,8 @@ configuration proton_ctypes runs on (per-thread buffers, latency timestamps). Th
 ``bare`` rows with a ``floor`` key; their ``ratio_to_proton`` is the least a CUPTI kernel
 profiler could reach on the case. ``proton_ctypes:<variant>`` runs proton_ctypes with one
 switch of :data:`VARIANTS` set (its rows carry ``"variant"``): ``lazy``, lazy latency
-timestamps; ``api``, the launch-API records as the launch source instead of the timestamps.
+timestamps; ``api``, the launch-API records as the launch source instead of the timestamps;
+``position``, the launch positions (no timestamps, ``proton_ctypes/backends/nvidia/positions.py``).
 """
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ CASES = {
     'matmul autotune, hook="triton", launch_metadata': ("matmul", 300, {"hook": "triton"}, True),
 }
 #: ``proton_ctypes:<variant>`` -> (the name of its switch in ``proton_ctypes.backends.nvidia.activity``, value)
-VARIANTS = {"lazy": ("LAZY_TIMESTAMPS_ENV", "1"), "api": ("LAUNCH_SOURCE_ENV", "api")}
+VARIANTS = {"lazy": ("LAZY_TIMESTAMPS_ENV", "1"), "api": ("LAUNCH_SOURCE_ENV", "api"),
+            "position": ("LAUNCH_SOURCE_ENV", "position")}
 #: cases whose kernel counts depend on timing (the autotuner): compared by paths and metric names
 TIMED_CASES = ('matmul autotune, hook="triton", launch_metadata',)
 WARMUP_STEPS = 10

@@ -18,9 +18,9 @@ def test_each_variant_sets_a_switch_the_cupti_backend_reads():
         env = {getattr(activity, name): value}
         if variant == "lazy":
             assert activity.lazy_timestamps(env)
-        elif variant == "api":
+        elif variant in ("api", "position"):
             source, _ = activity.choose_launch_source(load_cupti(FakeCupti()), False, environ=env)
-            assert source == activity.LAUNCH_FROM_API
+            assert source == {"api": activity.LAUNCH_FROM_API, "position": activity.LAUNCH_FROM_POSITION}[variant]
         else:
             raise AssertionError(f"variant {variant} has no check here")
 

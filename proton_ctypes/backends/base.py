@@ -151,6 +151,12 @@ class Backend:
         Called at every such change, so it must be cheap when there is nothing to do; never from
         a path a kernel launch takes. Default: nothing (a backend that always has launch times)."""
 
+    def edge_clock(self) -> Optional[Callable[[], int]]:
+        """The clock the engine's log entries must use while this backend runs (it returns
+        ``time.time_ns()`` and may note more, :mod:`proton_ctypes.core.clock`); None: any
+        ``time.time_ns()`` will do.  Asked after :meth:`start`."""
+        return None
+
     def flush(self) -> None:
         """Deliver every record completed so far to the sink (synchronising the device first)."""
 

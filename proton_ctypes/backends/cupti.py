@@ -39,8 +39,9 @@ import numpy as np
 from .base import DEFAULT_FLUSH_INTERVAL_S, Backend
 from .modes import NO_MODE, Mode
 from .nvidia import nvtx
-from .nvidia.activity import (LAUNCH_FROM_API, LAUNCH_FROM_KERNEL, calibrate_clock, choose_attribution,
-                              choose_launch_source, enable_activity, finalize_at_stop, lazy_timestamps)
+from .nvidia.activity import (KERNEL_RECORD_SOURCES, LAUNCH_FROM_API, LAUNCH_FROM_KERNEL, LAUNCH_FROM_POSITION,
+                              calibrate_clock, choose_attribution, choose_launch_source, enable_activity,
+                              finalize_at_stop, lazy_timestamps)
 from .nvidia.buffers import DEFAULT_BUFFER_BYTES, LIMIT_ENV, MIB, BufferPool
 from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub, torch_profiler_active
 from .nvidia.collector import Collector
@@ -260,6 +261,8 @@ class CuptiBackend(Backend):
         # before the buffer callbacks: the per-thread buffer attribute must be set first
         self.launch_source, per_thread = choose_launch_source(lib, self.attribution == "extcorr",
                                                               serialized=self.mode.pc_sampling)
+        if self.launch_source == LAUNCH_FROM_POSITION and python_context is not None:
+            self.launch_source = LAUNCH_FROM_KERNEL     # the launch callbacks give every launch (below)
         lib.register_buffer_callbacks(self.pool.request_callback, self.pool.complete_callback)
         lib.set_thread_id_type(THREAD_ID_TYPE_SYSTEM)
         self.collector.begin(self._hub, sink, self.clock_offset_ns, extcorr=self.attribution == "extcorr",
@@ -273,7 +276,7 @@ class CuptiBackend(Backend):
             lib.enable_latency_timestamps(False)
             self.collector.joiner.lazy = self._lazy_waiting = True
         self._hub.enable_graph_callbacks()
-        if self.launch_source == LAUNCH_FROM_KERNEL:
+        if self.launch_source in KERNEL_RECORD_SOURCES:
             self._hub.enable_graph_launch_callbacks()
         self._hub.enable_graph_check()
         if self.graph_hooks is not None:
@@ -300,8 +303,12 @@ class CuptiBackend(Backend):
         self._nvtx_injected = nvtx.inject(lib.path)
 
     def context_in_use(self, now_ns: int) -> None:
-        """Lazy latency timestamps (:func:`.nvidia.activity.lazy_timestamps`): the first context
-        change switches them on; the kernels left unstamped get launch times before ``now_ns``."""
+        """Launch positions (:mod:`.nvidia.positions`): every thread's position is marked at
+        ``now_ns``.  Lazy latency timestamps (:func:`.nvidia.activity.lazy_timestamps`): the first
+        context change switches them on; the kernels left unstamped get launch times before ``now_ns``."""
+        positions = self.collector.positions if self.collector is not None else None
+        if positions is not None:
+            positions.snapshot(now_ns)
         if not self._lazy_waiting:
             return
         with self._lazy_lock:
@@ -310,6 +317,11 @@ class CuptiBackend(Backend):
             self._lazy_waiting = False
             self.collector.joiner.lazy_bound_ns = int(now_ns)
             self.lib.enable_latency_timestamps(True)
+
+    def edge_clock(self):
+        """With launch positions, the clock that marks each thread's position at its log entries."""
+        positions = self.collector.positions if self.collector is not None and self.running else None
+        return positions.clock if positions is not None else None
 
     def _enable_activity(self, lib: CuptiLib) -> None:
         """The activity kinds of the launch source (:func:`.nvidia.activity.enable_activity`); a separate
@@ -338,7 +350,7 @@ class CuptiBackend(Backend):
             for kind in self._enabled_kinds:
                 self.lib.disable_kind(kind)
             self._enabled_kinds = []
-            if self.launch_source == LAUNCH_FROM_KERNEL:
+            if self.launch_source in KERNEL_RECORD_SOURCES:
                 self.lib.enable_latency_timestamps(False)
             if self._pc is not None:
                 self._pc.finalize()

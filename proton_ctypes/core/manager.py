@@ -10,7 +10,7 @@ import itertools
 import sys
 import threading
 
-from . import (attribution, general_path, graph_metric_kernel, graph_metrics, lifecycle, naming, nvtx, pc_samples,
+from . import (attribution, clock, general_path, graph_metric_kernel, graph_metrics, lifecycle, naming, nvtx, pc_samples,
                registry, retention, signatures, tensor_metrics, threads, trace_scopes)
 from ..backends import select
 from .registry import G
@@ -122,6 +122,8 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
                         if graph_metrics.connected else None)
         backend.start(_sink_for(backend), mode,
                       _python_context() if context == "python" else None)
+        if backend.edge_clock() is not None:
+            clock.use(backend.edge_clock())
     _users[backend_name] = _users.get(backend_name, 0) + 1
     s = Session(next(_ids), name, context, data, backend, backend_name, mode)
     if _users[backend_name] > 1:           # the backend's other sessions were there before it
@@ -157,6 +159,7 @@ def _after_fork_in_child() -> None:
     # another thread may have held the lock at fork time: it never releases it here
     G.lock = threading.RLock()
     flags.profiling_on = False
+    clock.use(None)
     G.sessions.clear()
     G.threads.clear()
     G.views_by_tid.clear()
@@ -271,6 +274,8 @@ def destroy(s: Session) -> None:
         last = _users[s.backend_name] == 0
         _prune_views()
     if last:
+        if clock.current() is s.backend.edge_clock():
+            clock.use(None)
         s.backend.stop()
     registry.bump_epoch()
 

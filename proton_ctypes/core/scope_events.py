@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from . import general_path, trace_scopes
+from . import clock, general_path, trace_scopes
 from .threads import tls, thread_ctx
 from .metric_values import transform_tensor_metrics
 from .tensor_metrics import add_tensor_metrics
@@ -27,7 +27,7 @@ _parent = callpath.parent
 _child = callpath.child
 #: the counter behind ``general_path.next_id`` (``next(ids)`` is the cheaper call)
 ids = general_path.next_id.__self__
-_time_ns = time.time_ns
+_time_ns = clock.follow(globals())   # the log clock (core/clock.py)
 
 
 def add_scope_metrics(ctx, sid, targets, metrics) -> None:

@@ -16,7 +16,7 @@ import time
 from functools import wraps
 from typing import Any, Optional
 
-from . import general_path, scope_events, trace_scopes
+from . import clock, general_path, scope_events, trace_scopes
 from .threads import tls, thread_ctx
 from .flags import flags
 from ..tree import callpath
@@ -30,7 +30,7 @@ _kids = callpath.kids
 _parent = callpath.parent
 _child = callpath.child
 _ids = scope_events.ids
-_time_ns = time.time_ns
+_time_ns = clock.follow(globals())   # the log clock (core/clock.py)
 _enter = scope_events.enter
 _exit = scope_events.exit
 _close = scope_events.close

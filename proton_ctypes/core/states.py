@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from functools import wraps
 
-from . import general_path, signatures
+from . import clock, general_path, signatures
 from .registry import G
 from .threads import tls, thread_ctx
 from .flags import flags
@@ -25,7 +25,7 @@ COMPUTE_METADATA_SCOPE_PREFIX = callpath.METADATA_PREFIX
 
 _child = callpath.child
 _flags = flags
-_time_ns = time.time_ns
+_time_ns = clock.follow(globals())   # the log clock (core/clock.py)
 
 
 def _set(name) -> None:

@@ -16,8 +16,9 @@ The log entry
 A view's ``log`` is a flat list ``[t0, code0, t1, code1, ...]``: one entry is **two
 consecutive items**, appended in this order by the thread that owns the view:
 
-1. ``time.time_ns()`` at the event (the clock of the launch-API records the kernels are joined
-   with; the entries of one view are in time order);
+1. the log clock's time at the event (:mod:`.clock`: ``time.time_ns()``, the clock of the
+   launch-API records the kernels are joined with, or a backend's clock that reads it and
+   notes the thread's launch position too); the entries of one view are in time order;
 2. the context code in force from that instant on (:mod:`proton_ctypes.tree.codes`): the node
    a kernel launched now attaches below -- the top scope's node, or its child named after the
    thread's state -- or, while a ``hook="triton"`` launch op is open, the op's code.
@@ -40,10 +41,13 @@ import itertools
 import numpy as np
 from time import time_ns
 
+from . import clock
+
 from ..backends.base import ATTRIBUTION_EXTCORR
 from ..tree import callpath
 from ..tree.codes import ext_id
 
+_time_ns = clock.follow(globals())   # the log clock (core/clock.py)
 #: log chunks a view keeps before merging them (the join reads the recent ones; the retention
 #: trim merges them anyway, but a backend without a delivery watermark never trims)
 MAX_CHUNKS = 64
@@ -125,7 +129,7 @@ class View:
         """
         if self.logging:
             log = self.log
-            log.append(time_ns())
+            log.append(_time_ns())
             log.append(code)
         ext = self.ext
         if ext is not None:

@@ -12,9 +12,8 @@ import re
 from numbers import Number
 from typing import Optional
 
-from time import time_ns
 
-from ..core import general_path
+from ..core import clock, general_path
 from ..core.registry import G
 from ..core.threads import resync, tls, thread_ctx
 from ..tree import callpath
@@ -27,6 +26,8 @@ from ..tree import metric_plans
 from ..tree import metrics as tmetrics
 from ..core.states import get_metadata_state_name as metadata_state_name
 from .hook import Hook, HookManager
+
+_time_ns = clock.follow(globals())   # the log clock (core/clock.py)
 
 #: values of ``ThreadCtx.launch`` besides None (outside a launch) and the view of an op
 #: opened by the fast path: the hook is evaluating metadata; an op of the general path is open
@@ -42,7 +43,7 @@ def _log_context(log, v) -> None:
     """Log ``v``'s scope context again (the metadata state is over, no op was opened)."""
     if log is not None:
         # the log entry (time_ns, code): the contract is in core/views.py
-        log.append(time_ns())
+        log.append(_time_ns())
         log.append(v.top)
 
 
@@ -181,7 +182,7 @@ class LaunchHook(Hook):
         ctx.state = md_state
         if log is not None:
             # the log entry (time_ns, code): the contract is in core/views.py
-            log.append(time_ns())
+            log.append(_time_ns())
             log.append(md_node)
         try:
             lazy = metadata.get()
@@ -213,7 +214,7 @@ class LaunchHook(Hook):
                 return
         if log is not None:
             # the log entry (time_ns, code): the contract is in core/views.py
-            log.append(time_ns())
+            log.append(_time_ns())
             log.append(op_code(node))
         ctx.op_id = next_id()
         ctx.op_name = kernel_name
@@ -233,7 +234,7 @@ class LaunchHook(Hook):
             elif val is not None and k not in _RESERVED and LaunchHook._is_supported_metric_value(val):
                 return False
         if node not in v.created:
-            v.created[node] = time_ns()
+            v.created[node] = _time_ns()
         if plain:
             tmetrics.add(v.flexes, node, plain)
         v.plans[node] = metric_plans.plan(v.flexes, node, lazy, _RESERVED)
@@ -302,7 +303,7 @@ class LaunchHook(Hook):
             if op.logging:
                 log = op.log
                 # the log entry (time_ns, code): the contract is in core/views.py
-                log.append(time_ns())
+                log.append(_time_ns())
                 log.append(op.top)
         else:
             general_path.op_exit(ctx)

@@ -38,7 +38,12 @@ ATTRIBUTION_ENV = "PROTON_CTYPES_ATTRIBUTION"
 LAUNCH_FROM_KERNEL = "kernel"
 #: Launch thread and time from one launch-API record per launch (DRIVER + RUNTIME kinds).
 LAUNCH_FROM_API = "api"
-#: Forces a launch source (``kernel`` or ``api``), for diagnostics.
+#: Launch thread from the buffer owner, launch time from the record's place in that buffer
+#: among the thread's scope edges (:mod:`.positions`): no API records, no latency timestamps.
+LAUNCH_FROM_POSITION = "position"
+#: the sources that need kernel records only
+KERNEL_RECORD_SOURCES = (LAUNCH_FROM_KERNEL, LAUNCH_FROM_POSITION)
+#: Forces a launch source (``kernel``, ``position`` or ``api``).
 LAUNCH_SOURCE_ENV = "PROTON_CTYPES_LAUNCH_SOURCE"
 #: ``1``: latency timestamps wait for the first context change (:func:`lazy_timestamps`)
 LAZY_TIMESTAMPS_ENV = "PROTON_CTYPES_LAZY_TIMESTAMPS"
@@ -65,6 +70,8 @@ def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None, serialized:
     """``(source, per_thread_buffers)``: :data:`LAUNCH_FROM_KERNEL` when CUPTI gives every
     launching thread buffers of its own and stamps kernel records with their ``queued`` time,
     else :data:`LAUNCH_FROM_API`; and whether the buffers are per thread.
+    ``PROTON_CTYPES_LAUNCH_SOURCE=position`` asks for :data:`LAUNCH_FROM_POSITION` (per-thread
+    buffers needed, latency timestamps switched off).
 
     Called before the buffer callbacks are registered (the per-thread attribute must be set
     then).  External-correlation attribution needs the API records (CUPTI writes an
@@ -80,6 +87,9 @@ def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None, serialized:
     forced = env.get(LAUNCH_SOURCE_ENV, "").strip().lower()
     if extcorr or serialized or forced == LAUNCH_FROM_API or not per_thread:
         return LAUNCH_FROM_API, per_thread
+    if forced == LAUNCH_FROM_POSITION:
+        lib.enable_latency_timestamps(False)
+        return LAUNCH_FROM_POSITION, per_thread
     return (LAUNCH_FROM_KERNEL if lib.enable_latency_timestamps(True) else LAUNCH_FROM_API), per_thread
 
 
@@ -117,7 +127,7 @@ def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list, source: str = L
     also when a later one fails).
     """
     kernel_kind = L.KIND_KERNEL if serialized else L.KIND_CONCURRENT_KERNEL
-    if source == LAUNCH_FROM_KERNEL:
+    if source in KERNEL_RECORD_SOURCES:
         lib.enable_kind(kernel_kind)
         enabled.append(kernel_kind)
         return

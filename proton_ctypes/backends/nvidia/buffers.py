@@ -27,6 +27,11 @@ thread as the buffer's **owner** (:meth:`BufferPool.owner`; measured on the H200
 kernel record lies in a buffer requested by its launching thread, graph replays and
 autograd's thread included) and the time of the request (:meth:`BufferPool.held_since`:
 a thread's records older than its oldest buffer still out have all been handed back).
+
+With launch positions (:attr:`BufferPool.positions`, :mod:`.positions`), every buffer is
+zeroed and numbered on its thread at the request, CUPTI gets all of it but a zero sentinel,
+and a parsed buffer that is still its thread's current one waits for that thread's next
+request before it is recycled.
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ import numpy as np
 from ..threadstate import keep_thread_state
 from .layout import RECORD_ALIGNMENT
 from .lib import BUFFER_COMPLETE_FUNC, BUFFER_REQUEST_FUNC
+from .positions import SENTINEL_BYTES
 
 MIB = 1 << 20
 DEFAULT_BUFFER_BYTES = 4 * MIB
@@ -109,6 +115,10 @@ class BufferPool:
         self.completions = 0
         #: The most buffers out at once (with CUPTI or awaiting parse).
         self.peak_outstanding = 0
+        #: launch positions (:class:`.positions.LaunchPositions`) while a session places kernels
+        #: by them, else None
+        self.positions = None
+        self._retired = {}                 # address -> view: parsed, still a thread's current buffer
         # The ctypes callbacks: keep references for the life of the process (CUPTI keeps the pointers).
         self.request_callback = BUFFER_REQUEST_FUNC(self._on_request)
         self.complete_callback = BUFFER_COMPLETE_FUNC(self._on_complete)
@@ -133,8 +143,13 @@ class BufferPool:
         else:
             address = view.ctypes.data
             self._owners[address] = (threading.get_native_id(), time.time_ns())
+            size = self.buffer_bytes
+            positions = self.positions
+            if positions is not None:
+                self._recycle(positions.on_request(address, view))
+                size -= SENTINEL_BYTES
             p_buffer[0] = address
-            p_size[0] = self.buffer_bytes
+            p_size[0] = size
         p_max_records[0] = 0
 
     def _on_complete(self, context, stream, address, size, valid):
@@ -203,12 +218,40 @@ class BufferPool:
         return out
 
     def release(self, address: int) -> None:
-        """Return a parsed (or, for a spare, counted) buffer to its free list."""
+        """Return a parsed (or, for a spare, counted) buffer to its free list -- with launch
+        positions, once it is no longer its thread's current buffer."""
+        positions = self.positions
+        keep = positions is not None and not positions.release(address)
         with self._lock:
             self._owners.pop(address, None)
             view = self._out.pop(address, None)
+            if view is None:
+                return
+            if keep:
+                self._retired[address] = view
+            else:
+                (self._spare_free if address in self._spares else self._free).append(view)
+
+    def _recycle(self, address: int) -> None:
+        """A retired buffer (0: none) to its free list."""
+        with self._lock:
+            view = self._retired.pop(address, None)
             if view is not None:
                 (self._spare_free if address in self._spares else self._free).append(view)
+
+    def recycle_ended(self) -> None:
+        """The retired buffers of threads that ended go back to the free lists."""
+        if self.positions is not None:
+            for address in self.positions.ended_threads():
+                self._recycle(address)
+
+    def use_positions(self, positions) -> None:
+        """Place kernels by launch position from now on (``None``: no longer; every retired buffer
+        goes back to the free lists then)."""
+        self.positions = positions
+        if positions is None:
+            for address in list(self._retired):
+                self._recycle(address)
 
     def trim(self) -> None:
         """Free the buffers nobody needs: keep as many free buffers as are out (at least

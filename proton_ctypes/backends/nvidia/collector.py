@@ -21,13 +21,14 @@ from typing import Callable, Optional
 import numpy as np
 
 from . import layout as L
-from .activity import LAUNCH_FROM_API, holds_kernel, measure_kernel_stride
+from .activity import LAUNCH_FROM_API, LAUNCH_FROM_POSITION, holds_kernel, measure_kernel_stride
 from .buffers import BufferPool
 from .callbacks import CallbackHub
 from .join import Joiner
 from .cbids import GRAPH_LAUNCH_CBIDS
 from .lib import CuptiLib
 from .parse import BufferParser, concat_columns, record_count
+from .positions import WORD_BYTES, LaunchPositions
 
 #: Parse at once when no more than this many pool buffers are left to hand out.
 LOW_FREE_BUFFERS = 2
@@ -91,6 +92,8 @@ class Collector:
         self.delivered = (0, {})
         #: the latency timestamps were switched on for kernels the python context could not place
         self.stamps_switched_on = False
+        #: launch positions (:mod:`.positions`) with that launch source, else None
+        self.positions: Optional[LaunchPositions] = None
 
     # ------------------------------------------------------------------ a session
     def begin(self, hub: CallbackHub, sink, clock_offset_ns: int, extcorr: bool,
@@ -109,6 +112,12 @@ class Collector:
         self.per_thread_buffers = per_thread_buffers
         self.delivered = (0, {})
         self.stamps_switched_on = False
+        self.pool.use_positions(None)         # the last session's retired buffers back to the pool
+        self.positions = None
+        if launch_source == LAUNCH_FROM_POSITION:
+            self.positions = LaunchPositions(self.pool.buffer_bytes, self.kernel_stride)
+            self.pool.use_positions(self.positions)
+            self.parser.want_offsets = True
 
     def start_thread(self, periodic: bool, flush_interval_s: float) -> None:
         """Start the collector thread (``periodic``: also flush CUPTI every ``flush_interval_s``)."""
@@ -211,6 +220,8 @@ class Collector:
                     for kind, cols in parts.items():
                         if kind == L.KIND_CONCURRENT_KERNEL:
                             cols["owner"] = np.full(len(cols["start"]), owner, np.int64)
+                            if self.positions is not None:
+                                self._add_positions(address, cols, len(parts) > 1)
                             kernels.append(cols)
                         elif kind in _API_KINDS:
                             api.append(cols)
@@ -220,6 +231,8 @@ class Collector:
             finally:
                 for address in parsed:
                     pool.release(address)
+            if self.positions is not None:
+                self._place_by_position(kernels)
             t1 = time.perf_counter()
             joiner = self.joiner
             joiner.add_api(api)
@@ -232,6 +245,10 @@ class Collector:
                 # the kernels carry their ``queued`` time, and are placed by thread and time
                 self.stamps_switched_on = True
                 self.lib.enable_latency_timestamps(True)
+            if self.positions is not None:
+                self.positions.settle()
+                if idle:
+                    pool.recycle_ended()
             pool.trim()
             self.cupti_dropped += self.lib.dropped_records()
             self._check_api_records()
@@ -265,6 +282,37 @@ class Collector:
             default = min(default, held)
         return default, {tid: min(t - DELIVERY_MARGIN_NS, default) for tid, t in held_since.items()}
 
+    def _add_positions(self, address: int, cols: dict, mixed: bool) -> None:
+        """The ``position`` column of a buffer's kernel records (-1: none, for kernels of a buffer
+        requested before positions were on).  A buffer holding other records than kernels breaks
+        the positions its thread read (each read steps one kernel record at a time)."""
+        if mixed:
+            self.stop_positions("its buffers hold other records than kernels")
+        base = self.positions.base_of(address)
+        offset = cols.pop("offset")
+        cols["position"] = base + offset // WORD_BYTES if base >= 0 else np.full(offset.size, -1, np.int64)
+
+    def _place_by_position(self, k: dict) -> None:
+        """Give the kernels their launch time from their position (:mod:`.positions`), in the
+        ``queued`` column (CUPTI's clock) as if CUPTI had stamped it: unstamped kernels of a known
+        owner and position, not replayed from a graph (a graph launch's callback gives those)."""
+        if not k:
+            return
+        position = k.pop("position")
+        todo = np.flatnonzero((k["queued"] == 0) & (position >= 0) & (k["owner"] >= 0) & (k["graphNodeId"] == 0))
+        if todo.size:
+            launch = self.positions.launch_times(k["owner"][todo], position[todo])
+            ok = launch > 0
+            k["queued"][todo[ok]] = (launch[ok] + self.joiner.clock_offset_ns).astype(k["queued"].dtype)
+
+    def stop_positions(self, reason: str) -> None:
+        """Launch positions cannot be trusted: warn once and have CUPTI stamp launch times instead."""
+        if not self.stamps_switched_on:
+            self.stamps_switched_on = True
+            self.warn_once("positions", f"proton_ctypes: kernels are placed by CUPTI's launch timestamps from now "
+                                        f"on, not by their launch positions: {reason}")
+            self.lib.enable_latency_timestamps(True)
+
     def add_time(self, key: str, seconds: float) -> None:
         """Add ``seconds`` to the diagnostic timing ``key``."""
         self.timings[key] = self.timings.get(key, 0.0) + seconds
@@ -282,6 +330,8 @@ class Collector:
                                      f"the version table says {expected}; using {stride}")
         self.kernel_stride, self.stride_source = stride, "walk"
         self.parser.set_kernel_stride(stride)
+        if self.positions is not None and self.positions.step * WORD_BYTES != stride:
+            self.stop_positions(f"the kernel record size is {stride} bytes, not {self.positions.step * WORD_BYTES}")
 
     def _check_api_records(self) -> None:
         stats = self.joiner.stats

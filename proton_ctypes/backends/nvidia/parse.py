@@ -82,6 +82,9 @@ class BufferParser:
         self.ts_hi = int(ts_hi)
         #: Whether external-correlation records (no timestamp) may appear (extcorr attribution).
         self.expect_extcorr = False
+        #: Whether kernel columns carry ``offset``: each record's byte offset in its buffer
+        #: (launch positions, :mod:`.positions`).
+        self.want_offsets = False
         self.set_kernel_stride(kernel_stride)
         #: How many buffers took each path, and bytes we could not parse (unknown kinds).
         self.stats = {"single": 0, "chain": 0, "walk": 0, "unparsed_bytes": 0}
@@ -135,6 +138,8 @@ class BufferParser:
         if kind == L.KIND_CONCURRENT_KERNEL:
             _, fmt, off = GRAPH_ID_FIELD
             _add_graph_ids(cols, lambda rows: np.ndarray((n,), fmt, buf, off, (size,))[rows])
+            if self.want_offsets:
+                cols["offset"] = np.arange(n, dtype=np.int64) * size
         return cols
 
     def _chain(self, buf, valid):
@@ -212,6 +217,8 @@ class BufferParser:
                 cols[name] = col if col.dtype == np.dtype(fmt) else col.view(fmt)
             if kind == L.KIND_CONCURRENT_KERNEL:
                 _add_graph_ids(cols, lambda rows, w=w: words[w[rows] + GRAPH_ID_FIELD[2] // 4])
+                if self.want_offsets:
+                    cols["offset"] = q.astype(np.int64) * SLOT
             out[kind] = cols
         return out
 

@@ -1,0 +1,243 @@
+"""Launch positions: each kernel placed among its thread's scope edges by where CUPTI wrote its record.
+
+Measured on an H100 (CUPTI 13; ``tests/gpu/probe_buffer_fill.py``, ``probe_buffer_position.py``):
+CUPTI writes a kernel's record into the launching thread's activity buffer *during the launch
+call* (marked incomplete, completed in place later), one record slot per launch, in launch
+order.  So a thread that counts the records in its current buffer at a scope edge knows which
+of its kernels were launched before the edge, with no clock in the record: CUPTI's latency
+timestamps (about 2 us of CPU per launch and ~100 bytes of CUPTI memory per kernel that no flush
+gives back, ``docs/collection.md``) can stay off.
+
+**Positions.**  Every buffer handed to CUPTI is zeroed and numbered; its *base* is its number
+times :attr:`LaunchPositions.words_per_buffer`, and the record at byte offset ``o`` has the
+position ``base + o // 4``.  A thread's position now is the base of its current buffer plus the
+first empty record slot (a scan from the slot found last time, one record at a time).
+
+**Marks** ``(time_ns, position)``, per thread: at every scope edge (:meth:`LaunchPositions.clock`,
+which the engine uses as its log clock while such a session runs), at every buffer request (on
+the launching thread, inside the launch: its time and the new buffer's base) and, for every
+thread, at every context change (:meth:`LaunchPositions.snapshot`: a session activated, a view
+made).  A kernel at position ``p`` was launched after every mark of its thread with a position
+<= ``p`` and before every later one, so its launch time is the latest such mark's time plus
+1 ns: the rest of the join (:mod:`.join`, :mod:`proton_ctypes.core.attribution`) is unchanged.
+
+**Buffers.**  A thread's edges read its current buffer after CUPTI handed it back, so a buffer
+still current for its thread is not recycled when parsed; it is at the thread's next request
+(:meth:`LaunchPositions.release`), or when the thread has ended (:meth:`ended_threads`).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+
+#: bytes of every buffer never handed to CUPTI: a zero word always ends a thread's scan
+SENTINEL_BYTES = 8
+WORD_BYTES = 4
+#: a clock read costs a few hundred ns at most; a position mark never needs a finer time
+MARK_AFTER_NS = 1
+
+_ZERO_VIEW = memoryview(bytearray(SENTINEL_BYTES)).cast("I")
+
+
+class ThreadPositions:
+    """One launching thread's current buffer, scan hint and marks (written by that thread only,
+    except :attr:`marks`, which other threads append to and the collector takes from)."""
+
+    __slots__ = ("tid", "buf", "i", "t", "q", "marks", "address")
+
+    def __init__(self, tid: int):
+        self.tid = tid
+        #: ``(uint32 view of the current buffer, its base)``: one attribute, read atomically
+        self.buf = (_ZERO_VIEW, 0)
+        #: word index of the first record slot not known to be written
+        self.i = 0
+        #: the last edge's mark, not yet in :attr:`marks` (it is, once a later edge moved on)
+        self.t = 0
+        self.q = 0
+        self.marks: List[tuple] = []
+        #: the address of the current buffer (0: none yet)
+        self.address = 0
+
+
+class _Local(threading.local):
+    state: Optional[ThreadPositions] = None
+
+
+class LaunchPositions:
+    """The marks of every launching thread and the clock that writes them (module docstring)."""
+
+    def __init__(self, buffer_bytes: int, kernel_stride: int):
+        self.words_per_buffer = int(buffer_bytes) // WORD_BYTES
+        self.step = int(kernel_stride) // WORD_BYTES
+        #: native thread id -> its positions (a thread's own Python thread states may differ:
+        #: a vendor thread's callbacks and its hooks, so the thread-local is only a cache)
+        self.threads: Dict[int, ThreadPositions] = {}
+        self._local = _Local()
+        self._numbers = itertools.count(1)
+        #: address -> (native id, base) of every buffer requested and not yet released
+        self.buffers: Dict[int, tuple] = {}
+        #: addresses parsed while still their thread's current buffer (recycled at its next request)
+        self.retired = set()
+        self._lock = threading.Lock()
+        self.clock = self._make_clock()
+
+    # ------------------------------------------------------------------ the launching thread
+    def _state(self) -> ThreadPositions:
+        tid = threading.get_native_id()
+        st = self.threads.get(tid)
+        if st is None:
+            with self._lock:
+                st = self.threads.setdefault(tid, ThreadPositions(tid))
+        self._local.state = st
+        return st
+
+    def on_request(self, address: int, array: np.ndarray) -> int:
+        """CUPTI asked the calling (launching) thread for a buffer: zero and number ``array`` (at
+        ``address``), make it the thread's current one and mark its base at this time.  Returns
+        the address of the thread's previous buffer if it was parsed already (to be recycled
+        now), else 0."""
+        array[:] = 0
+        base = next(self._numbers) * self.words_per_buffer
+        st = self._local.state or self._state()
+        st.i = 0                      # before the view: a reader takes the view, then the index
+        st.buf = (memoryview(array).cast("I"), base)
+        with self._lock:              # against release(): a parsed buffer is retired or recycled, once
+            self.buffers[address] = (st.tid, base)
+            previous, st.address = st.address, address
+            recycle = previous in self.retired
+            self.retired.discard(previous)
+        st.marks.append((time.time_ns(), base))
+        return previous if recycle else 0
+
+    def _make_clock(self):
+        local, step, state = self._local, self.step, self._state
+
+        def clock(_now=time.time_ns):
+            """``time.time_ns()``, marking the calling thread's launch position at that time."""
+            t = _now()
+            st = local.state
+            if st is None:
+                st = state()
+            v, base = st.buf
+            i = st.i
+            if v[i]:
+                while v[i]:
+                    i += step
+                st.i = i
+                q = base + i
+                if q != st.q:
+                    st.marks.append((st.t, st.q))
+                    st.q = q
+            elif base + i != st.q:      # a new buffer since the last edge, nothing in it yet
+                st.marks.append((st.t, st.q))
+                st.q = base + i
+            st.t = t
+            return t
+        return clock
+
+    # ------------------------------------------------------------------ other threads
+    def snapshot(self, now_ns: int) -> None:
+        """Mark every thread's position at ``now_ns`` (taken before this call): a context change."""
+        step = self.step
+        for st in list(self.threads.values()):
+            v, base = st.buf
+            i = st.i
+            while v[i]:
+                i += step
+            st.marks.append((int(now_ns), base + i))
+
+    def base_of(self, address: int) -> int:
+        """The base of buffer ``address`` (-1: not requested through this object)."""
+        entry = self.buffers.get(address)
+        return -1 if entry is None else entry[1]
+
+    def launch_times(self, owners: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The launch time (``time_ns``) of each kernel at ``positions`` launched by ``owners``:
+        its thread's latest mark at or before its position, plus :data:`MARK_AFTER_NS`, plus one
+        ns per record between that mark's position and its own (launch order kept among the
+        kernels of one interval; launches take far longer than a ns each); 0 where the thread
+        has no such mark (the caller leaves those kernels' launch unknown)."""
+        out = np.zeros(positions.size, np.int64)
+        for tid in np.unique(owners).tolist():
+            st = self.threads.get(tid)
+            if st is None:
+                continue
+            q, t = self._marks_of(st)
+            sel = np.flatnonzero(owners == tid)
+            at = np.searchsorted(q, positions[sel], side="right") - 1
+            ok = at >= 0
+            at, mine = at[ok], positions[sel[ok]]
+            out[sel[ok]] = t[at] + MARK_AFTER_NS + (mine - q[at]) // self.step
+        return out
+
+    def _marks_of(self, st: ThreadPositions) -> tuple:
+        """``(positions, latest time at or before each)``: the thread's marks sorted by position,
+        times as a running maximum."""
+        last = (st.t, st.q)        # before the list: a later edge moves it there first
+        taken = st.marks[:] + [last]
+        arr = np.array(taken, np.int64).reshape(-1, 2)
+        order = np.argsort(arr[:, 1], kind="stable")
+        q = arr[order, 1]
+        t = np.maximum.accumulate(arr[order, 0])
+        return q, t
+
+    def settle(self) -> None:
+        """Forget the marks no kernel still to come can need: for each thread, those at or below
+        the base of its oldest buffer not yet parsed (or of any buffer still to be requested)
+        collapse into one."""
+        lowest = {}
+        for tid, base in list(self.buffers.values()):
+            if base < lowest.get(tid, base + 1):
+                lowest[tid] = base
+        upcoming = next(self._numbers) * self.words_per_buffer     # a number skipped: harmless
+        for st in list(self.threads.values()):
+            marks = st.marks
+            n = len(marks)
+            if n < 2:
+                continue
+            bound = lowest.get(st.tid, upcoming)
+            old = [m for m in marks[:n] if m[1] <= bound]
+            if len(old) < 2:
+                continue
+            keep = [m for m in marks[:n] if m[1] > bound]
+            merged = (max(m[0] for m in old), max(m[1] for m in old))
+            marks[:n] = [merged] + keep
+
+    # ------------------------------------------------------------------ buffers
+    def release(self, address: int) -> bool:
+        """Buffer ``address`` was parsed: whether it can be recycled now (False: it is still its
+        thread's current buffer, and is kept in :attr:`retired` until that thread moves on)."""
+        with self._lock:
+            entry = self.buffers.pop(address, None)
+            if entry is None:
+                return True
+            st = self.threads.get(entry[0])
+            if st is not None and st.address == address:
+                self.retired.add(address)
+                return False
+            return True
+
+    def ended_threads(self) -> list:
+        """Forget the threads that ended and whose buffers were all parsed; return their retired
+        buffers' addresses (to recycle)."""
+        out = []
+        with self._lock:
+            pending = {tid for tid, _base in self.buffers.values()}
+            for tid, st in list(self.threads.items()):
+                if tid in pending or os.path.exists(f"/proc/self/task/{tid}"):
+                    continue
+                del self.threads[tid]
+                if st.address in self.retired:
+                    self.retired.discard(st.address)
+                    out.append(st.address)
+        return out
+
+    def clear_marks(self) -> None:
+        """A new session: no kernel of the last one is still to come."""
+        for st in list(self.threads.values()):
+            del st.marks[:]
