@@ -29,7 +29,7 @@ def test_an_unknown_variant_is_refused_with_the_known_ones_named():
     p = subprocess.run([sys.executable, str(BENCH / "models.py"), "--impls", "proton,proton_ctypes:nope"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
-    assert "proton_ctypes:nope: no such variant (proton_ctypes:lazy|api)" in p.stderr
+    assert "proton_ctypes:nope: no such variant (proton_ctypes:lazy|api|position)" in p.stderr
 
 
 def test_kernel_paths_sum_the_gpu_time_of_kernel_nodes_only(tmp_path):
