@@ -41,8 +41,9 @@ configuration proton_ctypes runs on (per-thread buffers, latency timestamps). Th
 ``bare`` rows with a ``floor`` key; their ``ratio_to_proton`` is the least a CUPTI kernel
 profiler could reach on the case. ``proton_ctypes:<variant>`` runs proton_ctypes with one
 switch of :data:`VARIANTS` set (its rows carry ``"variant"``): ``lazy``, lazy latency
-timestamps; ``api``, the launch-API records as the launch source instead of the timestamps;
-``position``, the launch positions (no timestamps, ``proton_ctypes/backends/nvidia/positions.py``).
+timestamps; ``api``, the launch-API records as the launch source; ``timestamps``, CUPTI's latency
+timestamps (the default before launch positions); ``position``, the launch positions (the
+default: no timestamps, ``proton_ctypes/backends/nvidia/positions.py``).
 """
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ CASES = {
 }
 #: ``proton_ctypes:<variant>`` -> (the name of its switch in ``proton_ctypes.backends.nvidia.activity``, value)
 VARIANTS = {"lazy": ("LAZY_TIMESTAMPS_ENV", "1"), "api": ("LAUNCH_SOURCE_ENV", "api"),
-            "position": ("LAUNCH_SOURCE_ENV", "position")}
+            "timestamps": ("LAUNCH_SOURCE_ENV", "kernel"), "position": ("LAUNCH_SOURCE_ENV", "position")}
 #: cases whose kernel counts depend on timing (the autotuner): compared by paths and metric names
 TIMED_CASES = ('matmul autotune, hook="triton", launch_metadata',)
 WARMUP_STEPS = 10

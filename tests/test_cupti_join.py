@@ -11,10 +11,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 from fakes.fake_cupti import FakeCupti, started_backend  # noqa: E402
 
 from proton_ctypes.backends.base import KERNEL_DTYPE  # noqa: E402
+from proton_ctypes.backends.nvidia.activity import LAUNCH_SOURCE_ENV  # noqa: E402
 from proton_ctypes.tree import strings  # noqa: E402
 
 
-def test_rows_carry_native_thread_id_and_a_launch_time_inside_the_python_window():
+def test_rows_carry_native_thread_id_and_a_launch_time_inside_the_python_window(monkeypatch):
+    monkeypatch.setenv(LAUNCH_SOURCE_ENV, "kernel")       # the latency timestamps: times of the launch call
     backend, fake, sink = started_backend()
     windows = []
     for _ in range(50):

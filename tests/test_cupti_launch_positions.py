@@ -211,7 +211,8 @@ def test_the_marks_stay_bounded_over_a_long_run(positioned, tmp_path):
                 fake.launch("k")
         fake.complete_kernels()
         proton.data.get(sid)
-        sizes.append(sum(len(st.marks) for st in backend.collector.positions.threads.values()))
+        sizes.append(sum(len(st.marks) // 2 + len(st.snaps) + len(st.kept)
+                         for st in backend.collector.positions.threads.values()))
     proton.finalize()
     assert counts(tmp_path / "long.hatchet") == {"layer/k": 4000}
     assert max(sizes[5:]) <= max(sizes[:5]) and max(sizes) < 2 * SMALL_BUFFER // 216 + 8
@@ -247,10 +248,11 @@ def test_the_python_context_keeps_its_launch_callbacks_under_the_position_switch
     proton.finalize()
 
 
-def _marks(positions, tid, marks, last=(0, 0)):
+def _marks(positions, tid, marks, snaps, last):
     from proton_ctypes.backends.nvidia.positions import ThreadPositions
     st = ThreadPositions(tid)
-    st.marks = list(marks)
+    st.marks = [x for mark in marks for x in mark]
+    st.snaps = list(snaps)
     st.t, st.q = last
     positions.threads[tid] = st
 
@@ -258,8 +260,8 @@ def _marks(positions, tid, marks, last=(0, 0)):
 def test_a_kernel_takes_the_latest_mark_at_or_before_its_position_plus_its_records_since_the_mark():
     positions = LaunchPositions(1 << 20, 216)
     step = 216 // 4
-    # marks out of time order (a snapshot from another thread), and one pending edge
-    _marks(positions, 7, [(100, 0), (300, 2 * step), (250, 2 * step), (50, step)], last=(900, 5 * step))
+    # the thread's own marks, another thread's snapshots (out of time order), one pending edge
+    _marks(positions, 7, [(100, 0), (300, 2 * step)], [(250, 2 * step), (50, step)], last=(900, 5 * step))
     owners = np.array([7, 7, 7, 7, 7, 8])
     at = np.array([0, step, 2 * step, 4 * step, 5 * step, 0])
     got = positions.launch_times(owners, at)

@@ -1,5 +1,7 @@
-"""Where a kernel's launch (thread, host time) comes from: the kernel record itself where CUPTI
-can say it (per-thread buffers + ``queued`` latency timestamps), launch-API records otherwise."""
+"""Where a kernel's launch (thread, host time) comes from when asked for the latency timestamps
+(``PROTON_CTYPES_LAUNCH_SOURCE=kernel``): the kernel record itself where CUPTI can say it
+(per-thread buffers + ``queued`` latency timestamps), launch-API records otherwise.  The default
+source, launch positions, is ``test_cupti_launch_positions.py``'s."""
 import os
 import sys
 import threading
@@ -15,6 +17,12 @@ from fakes.fake_cupti import (ATTR_PER_THREAD_ACTIVITY_BUFFER, DOMAIN_DRIVER, DO
 import proton_ctypes as proton  # noqa: E402
 from proton_ctypes.backends.nvidia.activity import LAUNCH_SOURCE_ENV  # noqa: E402
 from proton_ctypes.backends.nvidia.cbids import DRIVER_GRAPH_LAUNCH_CBIDS  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def timestamps(monkeypatch):
+    """Every test here asks for the latency timestamps (the launch source ``kernel``)."""
+    monkeypatch.setenv(LAUNCH_SOURCE_ENV, "kernel")
 
 
 def test_the_kernel_source_switches_on_kernel_records_alone_with_latency_timestamps():

@@ -8,8 +8,8 @@ flushes.
 The launches run on real threads (one per launcher, each with a buffer of its own, as CUPTI's
 per-thread buffers), driven one step at a time by the test so the interleaving is the one
 hypothesis drew; a plain model of each thread's stack says where every kernel must land.  Each
-launch source the backend knows runs the same programs: latency timestamps (the default), lazy
-timestamps, launch positions, and launch-API records.
+launch source the backend knows runs the same programs: launch positions (the default), latency
+timestamps, lazy timestamps, and launch-API records.
 """
 import os
 import queue
@@ -36,9 +36,8 @@ SCOPES = ("a", "b", "c")
 STATES = ("s", "t")
 KERNELS = ("k1", "k2")
 #: the backend's launch sources, by the switch that picks each (None: the default)
-SOURCES = {"timestamps": None, "lazy": (activity.LAZY_TIMESTAMPS_ENV, "1"),
-           "api": (activity.LAUNCH_SOURCE_ENV, activity.LAUNCH_FROM_API),
-           "position": (activity.LAUNCH_SOURCE_ENV, activity.LAUNCH_FROM_POSITION)}
+SOURCES = {"position": None, "timestamps": (activity.LAUNCH_SOURCE_ENV, activity.LAUNCH_FROM_KERNEL),
+           "lazy": (activity.LAZY_TIMESTAMPS_ENV, "1"), "api": (activity.LAUNCH_SOURCE_ENV, activity.LAUNCH_FROM_API)}
 SMALL_BUFFER = 16 << 10            # ~70 records per buffer: buffers fill and complete mid-program
 #: programs per launch source: this fraction of the profile's examples (each program starts a
 #: session and three threads)

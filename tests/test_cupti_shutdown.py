@@ -134,7 +134,7 @@ def test_asked_to_detach_cupti_every_stop_does_and_the_next_session_attaches_afr
     backend.stop()
     assert fake.calls["cuptiFinalize"] == 1 and fake.request is None   # CUPTI forgot the buffer callbacks
     backend.start(sink, NO_MODE)
-    assert fake.request is not None and fake.latency and fake.thread_id_type == 1
+    assert fake.request is not None and fake.kinds and fake.thread_id_type == 1
     fake.launch("second")
     backend.stop()
     assert fake.calls["cuptiFinalize"] == 2

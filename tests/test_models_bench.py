@@ -18,9 +18,10 @@ def test_each_variant_sets_a_switch_the_cupti_backend_reads():
         env = {getattr(activity, name): value}
         if variant == "lazy":
             assert activity.lazy_timestamps(env)
-        elif variant in ("api", "position"):
+        elif variant in ("api", "position", "timestamps"):
             source, _ = activity.choose_launch_source(load_cupti(FakeCupti()), False, environ=env)
-            assert source == {"api": activity.LAUNCH_FROM_API, "position": activity.LAUNCH_FROM_POSITION}[variant]
+            assert source == {"api": activity.LAUNCH_FROM_API, "position": activity.LAUNCH_FROM_POSITION,
+                              "timestamps": activity.LAUNCH_FROM_KERNEL}[variant]
         else:
             raise AssertionError(f"variant {variant} has no check here")
 
@@ -29,7 +30,7 @@ def test_an_unknown_variant_is_refused_with_the_known_ones_named():
     p = subprocess.run([sys.executable, str(BENCH / "models.py"), "--impls", "proton,proton_ctypes:nope"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
-    assert "proton_ctypes:nope: no such variant (proton_ctypes:lazy|api|position)" in p.stderr
+    assert "proton_ctypes:nope: no such variant (proton_ctypes:lazy|api|timestamps|position)" in p.stderr
 
 
 def test_kernel_paths_sum_the_gpu_time_of_kernel_nodes_only(tmp_path):

@@ -66,12 +66,13 @@ def _run(mode="", python_context=None, body=None):
     return backend, sink.rows(), extra or {}
 
 
-@pytest.mark.parametrize("source", ["kernel", "api"])
+@pytest.mark.parametrize("source", ["position", "kernel", "api"])
 def test_triton_and_torch_launches_join_to_thread_and_launch_time(source, monkeypatch):
-    """Either launch source (the kernel record's buffer owner and queued time, or the fallback's
-    launch-API records) puts every launch inside its Python window, on its thread."""
-    if source == "api":
-        monkeypatch.setenv("PROTON_CTYPES_LAUNCH_SOURCE", "api")
+    """Every launch source puts every launch on its thread; the kernel record's queued time and the
+    fallback's launch-API records put it inside its Python window; launch positions (the default,
+    no edge here) after the thread's buffer request, in launch order."""
+    if source != "position":
+        monkeypatch.setenv("PROTON_CTYPES_LAUNCH_SOURCE", source)
     windows = []
 
     def body():
@@ -87,16 +88,20 @@ def test_triton_and_torch_launches_join_to_thread_and_launch_time(source, monkey
     _report(f"join ({source})", backend)
     assert backend.launch_source == source
     stats = backend.stats
-    if source == "kernel":
-        assert stats["join_owner_matched"] == 200 and stats["join_api_records"] == 0
-    else:
+    if source == "api":
         assert stats["join_api_matched"] == 200
+    else:
+        assert stats["join_owner_matched"] == 200 and stats["join_api_records"] == 0
     assert len(rows) == 200
     assert backend.stride_source == "walk"
     assert backend.kernel_stride == cupti_layout.expected_kernel_stride(backend.lib.version)
     assert np.all(rows["tid"] == threading.get_native_id())
     order = np.argsort(rows["launch_ns"])
     lo, hi = np.array(windows).T
+    if source == "position":
+        assert np.all(np.diff(rows["corr"][order].astype(np.int64)) > 0)
+        assert np.all(rows["launch_ns"] <= hi[-1])
+        return
     assert np.all((rows["launch_ns"][order] >= lo) & (rows["launch_ns"][order] <= hi))
     assert np.all(rows["end_ns"] > rows["start_ns"]) and np.all(rows["start_ns"] > rows["launch_ns"])
     assert backend.dropped == 0 and backend.stats["join_api_missing"] == 0

@@ -45,10 +45,11 @@ _ZERO_VIEW = memoryview(bytearray(SENTINEL_BYTES)).cast("I")
 
 
 class ThreadPositions:
-    """One launching thread's current buffer, scan hint and marks (written by that thread only,
-    except :attr:`marks`, which other threads append to and the collector takes from)."""
+    """One launching thread's current buffer, scan hint and marks: its own marks in
+    :attr:`marks` (written by that thread only), other threads' snapshots of it in :attr:`snaps`,
+    and what the collector took of both in :attr:`kept`."""
 
-    __slots__ = ("tid", "buf", "i", "t", "q", "marks", "address")
+    __slots__ = ("tid", "buf", "i", "t", "q", "marks", "snaps", "kept", "address")
 
     def __init__(self, tid: int):
         self.tid = tid
@@ -59,7 +60,12 @@ class ThreadPositions:
         #: the last edge's mark, not yet in :attr:`marks` (it is, once a later edge moved on)
         self.t = 0
         self.q = 0
-        self.marks: List[tuple] = []
+        #: flat ``[t0, q0, t1, q1, ...]`` (two appends per mark: cheapest for the thread)
+        self.marks: List[int] = []
+        #: ``(t, q)`` marks written by other threads (:meth:`LaunchPositions.snapshot`)
+        self.snaps: List[tuple] = []
+        #: ``(n, 2)`` int64 rows ``(t, q)`` taken by the collector (:meth:`LaunchPositions.settle` bounds them)
+        self.kept = np.zeros((0, 2), np.int64)
         #: the address of the current buffer (0: none yet)
         self.address = 0
 
@@ -111,7 +117,9 @@ class LaunchPositions:
             previous, st.address = st.address, address
             recycle = previous in self.retired
             self.retired.discard(previous)
-        st.marks.append((time.time_ns(), base))
+        marks = st.marks
+        marks.append(time.time_ns())
+        marks.append(base)
         return previous if recycle else 0
 
     def _make_clock(self):
@@ -125,16 +133,14 @@ class LaunchPositions:
                 st = state()
             v, base = st.buf
             i = st.i
-            if v[i]:
+            if v[i]:                    # launches since the last edge: the last edge's mark is final
+                i += step
                 while v[i]:
                     i += step
                 st.i = i
-                q = base + i
-                if q != st.q:
-                    st.marks.append((st.t, st.q))
-                    st.q = q
-            elif base + i != st.q:      # a new buffer since the last edge, nothing in it yet
-                st.marks.append((st.t, st.q))
+                marks = st.marks
+                marks.append(st.t)
+                marks.append(st.q)
                 st.q = base + i
             st.t = t
             return t
@@ -149,7 +155,7 @@ class LaunchPositions:
             i = st.i
             while v[i]:
                 i += step
-            st.marks.append((int(now_ns), base + i))
+            st.snaps.append((int(now_ns), base + i))
 
     def base_of(self, address: int) -> int:
         """The base of buffer ``address`` (-1: not requested through this object)."""
@@ -177,14 +183,29 @@ class LaunchPositions:
 
     def _marks_of(self, st: ThreadPositions) -> tuple:
         """``(positions, latest time at or before each)``: the thread's marks sorted by position,
-        times as a running maximum."""
+        times as a running maximum.  The marks written since the last call move to ``kept``."""
         last = (st.t, st.q)        # before the list: a later edge moves it there first
-        taken = st.marks[:] + [last]
-        arr = np.array(taken, np.int64).reshape(-1, 2)
-        order = np.argsort(arr[:, 1], kind="stable")
-        q = arr[order, 1]
-        t = np.maximum.accumulate(arr[order, 0])
-        return q, t
+        rows = np.concatenate([self._take(st), np.array([last], np.int64)])
+        order = np.argsort(rows[:, 1], kind="stable")
+        return rows[order, 1], np.maximum.accumulate(rows[order, 0])
+
+    @staticmethod
+    def _take(st: ThreadPositions) -> np.ndarray:
+        """Move the thread's new marks and snapshots into ``kept`` (the collector's thread only)."""
+        marks, snaps = st.marks, st.snaps
+        n = len(marks) & ~1        # whole marks: the thread may be between its two appends
+        s = len(snaps)
+        if not n and not s:
+            return st.kept
+        parts = [st.kept]
+        if n:
+            parts.append(np.array(marks[:n], np.int64).reshape(-1, 2))
+            del marks[:n]
+        if s:
+            parts.append(np.array(snaps[:s], np.int64).reshape(-1, 2))
+            del snaps[:s]
+        st.kept = np.concatenate(parts)
+        return st.kept
 
     def settle(self) -> None:
         """Forget the marks no kernel still to come can need: for each thread, those at or below
@@ -196,17 +217,11 @@ class LaunchPositions:
                 lowest[tid] = base
         upcoming = next(self._numbers) * self.words_per_buffer     # a number skipped: harmless
         for st in list(self.threads.values()):
-            marks = st.marks
-            n = len(marks)
-            if n < 2:
-                continue
-            bound = lowest.get(st.tid, upcoming)
-            old = [m for m in marks[:n] if m[1] <= bound]
-            if len(old) < 2:
-                continue
-            keep = [m for m in marks[:n] if m[1] > bound]
-            merged = (max(m[0] for m in old), max(m[1] for m in old))
-            marks[:n] = [merged] + keep
+            kept = self._take(st)
+            old = kept[:, 1] <= lowest.get(st.tid, upcoming)
+            if int(old.sum()) > 1:
+                merged = np.array([[kept[old, 0].max(), kept[old, 1].max()]], np.int64)
+                st.kept = np.concatenate([merged, kept[~old]])
 
     # ------------------------------------------------------------------ buffers
     def release(self, address: int) -> bool:
