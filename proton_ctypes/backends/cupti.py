@@ -2,8 +2,9 @@
 
 No Python runs per kernel launch in the default context: CUPTI writes kernel records into
 per-thread buffers we own (:mod:`.nvidia.buffers`, which knows each buffer's thread), each
-stamped with the host time of its launch (``queued``); only where CUPTI cannot do that, one
-launch-API record per launch instead (docs/collection.md, :mod:`.nvidia.activity`).  A
+placed among its thread's scope edges by its slot in the buffer (:mod:`.nvidia.positions`);
+on request stamped with the host time of its launch (``queued``) instead; only where CUPTI
+cannot do either, one launch-API record per launch (docs/collection.md, :mod:`.nvidia.activity`).  A
 collector thread (:mod:`.nvidia.collector`) parses whole buffers with numpy, joins kernels
 to their launching thread and launch time and hands :data:`~.base.KERNEL_DTYPE` batches to
 the sink.  A CUDA graph's replayed kernels carry no ``queued`` time: a callback on the graph
@@ -42,7 +43,7 @@ from .nvidia import nvtx
 from .nvidia.activity import (KERNEL_RECORD_SOURCES, LAUNCH_FROM_API, LAUNCH_FROM_KERNEL, LAUNCH_FROM_POSITION,
                               calibrate_clock, choose_attribution, choose_launch_source, enable_activity,
                               finalize_at_stop, lazy_timestamps)
-from .nvidia.buffers import DEFAULT_BUFFER_BYTES, LIMIT_ENV, MIB, BufferPool
+from .nvidia.buffers import DEFAULT_BUFFER_BYTES, BufferPool
 from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub, torch_profiler_active
 from .nvidia.collector import Collector
 from .nvidia.driver import required_driver
@@ -110,24 +111,8 @@ class CuptiBackend(Backend):
 
     # ------------------------------------------------------------------ Backend protocol
     def lost(self) -> list:
-        """``[(count, what)]`` for every way records were lost so far, each read as one phrase
-        after its count: dropped by CUPTI, caught in spare buffers past the pool's ceiling,
-        buffer requests declined, records without timestamps, records of unknown kinds."""
-        c = self.collector
-        if c is None:
-            return []
-        out = [(c.cupti_dropped, "activity records dropped by CUPTI")]
-        if self.pool is not None:
-            limit = f"{self.pool.limit_bytes / MIB:g} MiB"
-            out.append((c.spare_dropped, f"activity records ({c.spare_kernels} of them kernels) found no room under "
-                                         f"the {limit} buffer ceiling (raise {LIMIT_ENV})"))
-            out.append((self.pool.refused, "activity-buffer requests declined (no memory), their records lost"))
-        if c.joiner is not None:
-            out.append((c.joiner.stats["invalid_time"], "kernel records without timestamps"))
-        if c.parser is not None and c.parser.stats["unparsed_bytes"]:
-            out.append((1, f"stretch of activity records of unknown kinds left unread "
-                           f"({c.parser.stats['unparsed_bytes']} bytes)"))
-        return [(int(n), what) for n, what in out if n]
+        """``[(count, what)]`` for every way records were lost so far (:meth:`.nvidia.collector.Collector.lost`)."""
+        return self.collector.lost() if self.collector is not None else []
 
     def start(self, sink: Callable[[np.ndarray], None], mode: Mode = NO_MODE,
               python_context: Optional[Callable[[], int]] = None) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import layout as L
 from .activity import LAUNCH_FROM_API, LAUNCH_FROM_POSITION, holds_kernel, measure_kernel_stride
-from .buffers import BufferPool
+from .buffers import LIMIT_ENV, MIB, BufferPool
 from .callbacks import CallbackHub
 from .join import Joiner
 from .cbids import GRAPH_LAUNCH_CBIDS
@@ -344,6 +344,22 @@ class Collector:
         else:
             self.warn_once("api", "proton_ctypes: CUPTI delivered kernel records without launch times (queued); "
                                   "kernels are attributed to the root of their thread's tree")
+
+    def lost(self) -> list:
+        """``[(count, what)]`` for every way records were lost so far, each read as one phrase
+        after its count: dropped by CUPTI, caught in spare buffers past the pool's ceiling,
+        buffer requests declined, records without timestamps, records of unknown kinds."""
+        pool = self.pool
+        out = [(self.cupti_dropped, "activity records dropped by CUPTI"),
+               (self.spare_dropped, f"activity records ({self.spare_kernels} of them kernels) found no room under "
+                                    f"the {pool.limit_bytes / MIB:g} MiB buffer ceiling (raise {LIMIT_ENV})"),
+               (pool.refused, "activity-buffer requests declined (no memory), their records lost")]
+        if self.joiner is not None:
+            out.append((self.joiner.stats["invalid_time"], "kernel records without timestamps"))
+        if self.parser is not None and self.parser.stats["unparsed_bytes"]:
+            out.append((1, f"stretch of activity records of unknown kinds left unread "
+                           f"({self.parser.stats['unparsed_bytes']} bytes)"))
+        return [(int(n), what) for n, what in out if n]
 
     @property
     def stats(self) -> dict:
