@@ -262,8 +262,11 @@ def test_a_kernel_takes_the_latest_mark_at_or_before_its_position_plus_its_recor
     step = 216 // 4
     # the thread's own marks, another thread's snapshots (out of time order), one pending edge
     _marks(positions, 7, [(100, 0), (300, 2 * step)], [(250, 2 * step), (50, step)], last=(900, 5 * step))
-    owners = np.array([7, 7, 7, 7, 7, 8])
-    at = np.array([0, step, 2 * step, 4 * step, 5 * step, 0])
-    got = positions.launch_times(owners, at)
+    at = np.array([0, step, 2 * step, 4 * step, 5 * step])
+    got = positions.launch_times(positions.marks_of(7), at)
     assert got.tolist() == [100 + MARK_AFTER_NS, 100 + MARK_AFTER_NS, 300 + MARK_AFTER_NS,
-                            300 + MARK_AFTER_NS + 2, 900 + MARK_AFTER_NS, 0]
+                            300 + MARK_AFTER_NS + 2, 900 + MARK_AFTER_NS]
+    assert positions.marks_of(8) is None
+    _marks(positions, 9, [(100, 3 * step)], [], last=(200, 4 * step))
+    assert positions.launch_times(positions.marks_of(9), np.array([step, 3 * step])).tolist() == [
+        0, 100 + MARK_AFTER_NS]

@@ -203,6 +203,7 @@ class Collector:
             # the buffers out besides these may hold launches older than now, nothing else does
             snapshot = (now, pool.held_since({a for a, _ in completed})) if self.per_thread_buffers else None
             parsed = []      # buffers whose columns may be views into them: released once copied out
+            marks = {}       # launch positions: each thread's marks, taken once
             try:
                 for address, valid in completed:
                     if not pool.owns(address) or address in parsed:
@@ -221,7 +222,7 @@ class Collector:
                         if kind == L.KIND_CONCURRENT_KERNEL:
                             cols["owner"] = np.full(len(cols["start"]), owner, np.int64)
                             if self.positions is not None:
-                                self._add_positions(address, cols, len(parts) > 1)
+                                self._place_by_position(address, cols, owner, len(parts) > 1, marks)
                             kernels.append(cols)
                         elif kind in _API_KINDS:
                             api.append(cols)
@@ -231,8 +232,6 @@ class Collector:
             finally:
                 for address in parsed:
                     pool.release(address)
-            if self.positions is not None:
-                self._place_by_position(kernels)
             t1 = time.perf_counter()
             joiner = self.joiner
             joiner.add_api(api)
@@ -282,28 +281,30 @@ class Collector:
             default = min(default, held)
         return default, {tid: min(t - DELIVERY_MARGIN_NS, default) for tid, t in held_since.items()}
 
-    def _add_positions(self, address: int, cols: dict, mixed: bool) -> None:
-        """The ``position`` column of a buffer's kernel records (-1: none, for kernels of a buffer
-        requested before positions were on).  A buffer holding other records than kernels breaks
-        the positions its thread read (each read steps one kernel record at a time)."""
+    def _place_by_position(self, address: int, cols: dict, owner: int, mixed: bool, marks: dict) -> None:
+        """Give a buffer's kernels their launch time from their position (:mod:`.positions`), in
+        the ``queued`` column (CUPTI's clock) as if CUPTI had stamped it: the unstamped ones, not
+        replayed from a graph (a graph launch's callback gives those), of a buffer requested
+        while positions were on.  ``marks``: each thread's marks, taken once per drain.
+
+        A buffer holding other records than kernels breaks the positions its thread read (each
+        read steps one kernel record at a time): then the timestamps take over."""
+        offset = cols.pop("offset")
         if mixed:
             self.stop_positions("its buffers hold other records than kernels")
         base = self.positions.base_of(address)
-        offset = cols.pop("offset")
-        cols["position"] = base + offset // WORD_BYTES if base >= 0 else np.full(offset.size, -1, np.int64)
-
-    def _place_by_position(self, k: dict) -> None:
-        """Give the kernels their launch time from their position (:mod:`.positions`), in the
-        ``queued`` column (CUPTI's clock) as if CUPTI had stamped it: unstamped kernels of a known
-        owner and position, not replayed from a graph (a graph launch's callback gives those)."""
-        if not k:
+        if base < 0 or owner < 0:
             return
-        position = k.pop("position")
-        todo = np.flatnonzero((k["queued"] == 0) & (position >= 0) & (k["owner"] >= 0) & (k["graphNodeId"] == 0))
-        if todo.size:
-            launch = self.positions.launch_times(k["owner"][todo], position[todo])
-            ok = launch > 0
-            k["queued"][todo[ok]] = (launch[ok] + self.joiner.clock_offset_ns).astype(k["queued"].dtype)
+        if owner not in marks:
+            marks[owner] = self.positions.marks_of(owner)
+        if marks[owner] is None:
+            return
+        queued = cols["queued"]
+        todo = (queued == 0) & (cols["graphNodeId"] == 0)
+        if todo.any():
+            launch = self.positions.launch_times(marks[owner], base + offset // WORD_BYTES)
+            stamp = (launch + self.joiner.clock_offset_ns).astype(queued.dtype)
+            cols["queued"] = np.where(todo & (launch > 0), stamp, queued)
 
     def stop_positions(self, reason: str) -> None:
         """Launch positions cannot be trusted: warn once and have CUPTI stamp launch times instead."""

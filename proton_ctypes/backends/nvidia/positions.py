@@ -162,32 +162,29 @@ class LaunchPositions:
         entry = self.buffers.get(address)
         return -1 if entry is None else entry[1]
 
-    def launch_times(self, owners: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """The launch time (``time_ns``) of each kernel at ``positions`` launched by ``owners``:
-        its thread's latest mark at or before its position, plus :data:`MARK_AFTER_NS`, plus one
-        ns per record between that mark's position and its own (launch order kept among the
-        kernels of one interval; launches take far longer than a ns each); 0 where the thread
-        has no such mark (the caller leaves those kernels' launch unknown)."""
-        out = np.zeros(positions.size, np.int64)
-        for tid in np.unique(owners).tolist():
-            st = self.threads.get(tid)
-            if st is None:
-                continue
-            q, t = self._marks_of(st)
-            sel = np.flatnonzero(owners == tid)
-            at = np.searchsorted(q, positions[sel], side="right") - 1
-            ok = at >= 0
-            at, mine = at[ok], positions[sel[ok]]
-            out[sel[ok]] = t[at] + MARK_AFTER_NS + (mine - q[at]) // self.step
-        return out
-
-    def _marks_of(self, st: ThreadPositions) -> tuple:
-        """``(positions, latest time at or before each)``: the thread's marks sorted by position,
-        times as a running maximum.  The marks written since the last call move to ``kept``."""
+    def marks_of(self, tid: int) -> Optional[tuple]:
+        """``(positions, latest time at or before each)``: thread ``tid``'s marks sorted by
+        position, times as a running maximum (None: no such thread).  The marks written since
+        the last call move to ``kept`` (the collector's thread only)."""
+        st = self.threads.get(tid)
+        if st is None:
+            return None
         last = (st.t, st.q)        # before the list: a later edge moves it there first
         rows = np.concatenate([self._take(st), np.array([last], np.int64)])
         order = np.argsort(rows[:, 1], kind="stable")
         return rows[order, 1], np.maximum.accumulate(rows[order, 0])
+
+    def launch_times(self, marks: tuple, positions: np.ndarray) -> np.ndarray:
+        """The launch time (``time_ns``) of each kernel at ``positions`` of the thread whose
+        :meth:`marks_of` are ``marks``: the latest mark at or before its position, plus
+        :data:`MARK_AFTER_NS`, plus one ns per record between that mark's position and its own
+        (launch order kept among the kernels of one interval; launches take far longer than a
+        ns each); 0 where no mark is at or before it (the caller leaves that launch unknown)."""
+        q, t = marks
+        at = np.searchsorted(q, positions, side="right") - 1
+        ok = at >= 0
+        at = np.where(ok, at, 0)
+        return np.where(ok, t[at] + MARK_AFTER_NS + (positions - q[at]) // self.step, 0)
 
     @staticmethod
     def _take(st: ThreadPositions) -> np.ndarray:
