@@ -9,10 +9,13 @@ switches CUPTI on and off. Its recipes are:
 
 * ``kernels``: ``CONCURRENT_KERNEL`` records and nothing else, which is the floor common
   to every CUPTI kernel profiler;
-* ``ours``: the CUPTI configuration proton_ctypes runs its default (shadow) context on:
-  kernel records, one activity buffer per launching thread, and latency timestamps (each
-  kernel's ``queued`` time, which the join reads). No Python of proton_ctypes runs at all.
-* ``per_thread``: ``ours`` without the latency timestamps (a probe switches them on later).
+* ``ours``: the CUPTI configuration of proton_ctypes's ``PROTON_CTYPES_LAUNCH_SOURCE=kernel``
+  (the default before launch positions): kernel records, one activity buffer per launching
+  thread, and latency timestamps (each kernel's ``queued`` time, which the join reads). No
+  Python of proton_ctypes runs at all.
+* ``per_thread``: ``ours`` without the latency timestamps: the CUPTI configuration of the
+  default launch positions (``proton_ctypes/backends/nvidia/positions.py``), whose buffers are
+  also zeroed at each request.
 
 Buffers are recycled from a small pool and never read. The scopes and states do nothing:
 writing them down is the profiler's cost, not CUPTI's. ``flush_interval_s`` (0: never) has a

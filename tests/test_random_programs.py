@@ -322,7 +322,10 @@ class Programs(RuleBasedStateMachine):
     @rule(ref=st.sampled_from([None, 0, 1, "unknown", "bad"]), what=st.sampled_from(["phase", "get", "depth"]),
           packed=st.booleans())
     def data_calls(self, ref, what, packed):
-        self.do(["get", ref, packed] if what == "get" else [what, ref])
+        # deliberate difference (README): metrics added at the exit of a scope entered before
+        # advance_phase (cpu_timed_scope's cpu_time, exit_scope's metrics) raise in Proton
+        ok = what != "phase" or not any(kind in ("cpu", "manual") for kind, _ in self.interp.open)
+        self.do(["get", ref, packed] if what == "get" else [what, ref], comparable=ok)
 
     @rule(data=st.data(), n=st.integers(1, 3))
     def thread(self, data, n):
