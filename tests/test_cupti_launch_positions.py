@@ -270,3 +270,16 @@ def test_a_kernel_takes_the_latest_mark_at_or_before_its_position_plus_its_recor
     _marks(positions, 9, [(100, 3 * step)], [], last=(200, 4 * step))
     assert positions.launch_times(positions.marks_of(9), np.array([step, 3 * step])).tolist() == [
         0, 100 + MARK_AFTER_NS]
+
+
+def test_the_edge_clock_never_raises_whatever_the_buffer_holds():
+    """Records of another size than the scan's step can leave no zero word where the scan looks
+    (the collector then switches the timestamps on): the clock still returns the time."""
+    positions = LaunchPositions(4096, 216)
+    buf = np.zeros(4096, np.uint8)
+    positions.on_request(buf.ctypes.data, buf)
+    buf[:] = 0xFF
+    before = time.time_ns()
+    assert before <= positions.clock() <= time.time_ns()
+    positions.snapshot(time.time_ns())
+    assert positions.clock() > 0

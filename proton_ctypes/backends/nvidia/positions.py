@@ -19,7 +19,7 @@ the launching thread, inside the launch: its time and the new buffer's base) and
 thread, at every context change (:meth:`LaunchPositions.snapshot`: a session activated, a view
 made).  A kernel at position ``p`` was launched after every mark of its thread with a position
 <= ``p`` and before every later one, so its launch time is the latest such mark's time plus
-1 ns: the rest of the join (:mod:`.join`, :mod:`proton_ctypes.core.attribution`) is unchanged.
+1 ns (and 1 ns per record since that mark): the rest of the join (:mod:`.join`, :mod:`proton_ctypes.core.attribution`) is unchanged.
 
 **Buffers.**  A thread's edges read its current buffer after CUPTI handed it back, so a buffer
 still current for its thread is not recycled when parsed; it is at the thread's next request
@@ -38,7 +38,8 @@ import numpy as np
 #: bytes of every buffer never handed to CUPTI: a zero word always ends a thread's scan
 SENTINEL_BYTES = 8
 WORD_BYTES = 4
-#: a clock read costs a few hundred ns at most; a position mark never needs a finer time
+#: how long after the mark before it a kernel is placed (plus 1 ns per record in between): a
+#: launch takes microseconds, so the kernel stays before the thread's next mark
 MARK_AFTER_NS = 1
 
 _ZERO_VIEW = memoryview(bytearray(SENTINEL_BYTES)).cast("I")
@@ -134,9 +135,12 @@ class LaunchPositions:
             v, base = st.buf
             i = st.i
             if v[i]:                    # launches since the last edge: the last edge's mark is final
-                i += step
-                while v[i]:
+                try:
                     i += step
+                    while v[i]:
+                        i += step
+                except IndexError:      # records of another size than ``step`` (the collector
+                    i = len(v) - 1      # then switches the timestamps on): never raise here
                 st.i = i
                 marks = st.marks
                 marks.append(st.t)
@@ -153,8 +157,11 @@ class LaunchPositions:
         for st in list(self.threads.values()):
             v, base = st.buf
             i = st.i
-            while v[i]:
-                i += step
+            try:
+                while v[i]:
+                    i += step
+            except IndexError:          # records of another size than ``step`` (see clock)
+                i = len(v) - 1
             st.snaps.append((int(now_ns), base + i))
 
     def base_of(self, address: int) -> int:
@@ -248,8 +255,3 @@ class LaunchPositions:
                     self.retired.discard(st.address)
                     out.append(st.address)
         return out
-
-    def clear_marks(self) -> None:
-        """A new session: no kernel of the last one is still to come."""
-        for st in list(self.threads.values()):
-            del st.marks[:]
