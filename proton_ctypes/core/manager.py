@@ -10,8 +10,8 @@ import itertools
 import sys
 import threading
 
-from . import (attribution, clock, general_path, graph_metric_kernel, graph_metrics, lifecycle, naming, nvtx, pc_samples,
-               registry, retention, signatures, tensor_metrics, threads, trace_scopes)
+from . import (attribution, clock, general_path, graph_metric_kernel, graph_metrics, lifecycle, naming, nvtx,
+               pc_samples, registry, retention, signatures, tensor_metrics, threads, trace_scopes)
 from ..backends import select
 from .registry import G
 from .flags import flags

@@ -13,8 +13,6 @@ the thread's trace log for ``data="trace"`` sessions (``View.tlog``: the contrac
 """
 from __future__ import annotations
 
-import time
-
 from . import clock, general_path, trace_scopes
 from .threads import tls, thread_ctx
 from .metric_values import transform_tensor_metrics

@@ -9,7 +9,6 @@ and a successful ``finalize`` clears the slot of the thread that called it.
 """
 from __future__ import annotations
 
-import time
 from functools import wraps
 
 from . import clock, general_path, signatures

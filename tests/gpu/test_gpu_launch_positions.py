@@ -1,9 +1,10 @@
 """Launch positions on a real GPU (the default launch source): with the latency timestamps off,
 kernels are placed among their thread's scope edges by where CUPTI wrote their records, exactly,
 with a busy GPU queue (every kernel still queued when its scope closes) and another thread
-launching all along (on the H100: both sources gave a/b/c exactly 200/120/40 with the other
-thread's kernels outside its own scope; those follow the main thread's scopes, as Proton's). Each program runs in a process of its own, once per launch source, and
-both must give the same counts. Skipped without a CUDA GPU."""
+launching all along, in a scope of its own. Each program runs in a process of its own, once per
+launch source, and both must give the same counts. On the H100 an earlier version, whose other
+thread had no scope, gave a/b/c exactly 200/120/40 under both sources (that thread's kernels
+followed the main thread's scopes, as in Proton). Skipped without a CUDA GPU."""
 import json
 import os
 import subprocess

@@ -19,7 +19,8 @@ the launching thread, inside the launch: its time and the new buffer's base) and
 thread, at every context change (:meth:`LaunchPositions.snapshot`: a session activated, a view
 made).  A kernel at position ``p`` was launched after every mark of its thread with a position
 <= ``p`` and before every later one, so its launch time is the latest such mark's time plus
-1 ns (and 1 ns per record since that mark): the rest of the join (:mod:`.join`, :mod:`proton_ctypes.core.attribution`) is unchanged.
+1 ns (and 1 ns per record since that mark): the rest of the join (:mod:`.join`,
+:mod:`proton_ctypes.core.attribution`) is unchanged.
 
 **Buffers.**  A thread's edges read its current buffer after CUPTI handed it back, so a buffer
 still current for its thread is not recycled when parsed; it is at the thread's next request
