@@ -9,7 +9,12 @@ thread at each scope edge.  Two things would break that assumption or make it fr
   for a buffer while its previous one was still with CUPTI and had room left;
 * ``flush``: ``cuptiActivityFlushAll(0)`` called from another thread while a thread launches --
   does every completion callback of the flush run before ``FlushAll`` returns, and on which
-  thread?  Reported: completions seen after the flush returned, and the callback threads.
+  thread?  Reported: completions seen after the flush returned, and the callback threads;
+* ``graph``: a CUDA graph of three kernels replayed while the GPU is busy, then one plain
+  launch -- are the replay's records in the thread's buffer when ``replay()`` returns (a zero
+  slot left for them to fill later would stop the edges' scan short of later launches)?
+  Reported: each slot's kind and correlation id after the replay, after the plain launch and
+  after a synchronize.
 
 Run: ``python tests/gpu/probe_buffers_per_thread.py`` on a GPU machine (``nvidia-h100-x2`` for
 the two-device part); prints one JSON document.  Not a test: CUPTI's behaviour is what it finds.
@@ -93,5 +98,54 @@ def flush() -> dict:
             "callback_threads": sorted(callback_threads), "flushing_thread": threading.current_thread().name}
 
 
+def graph() -> dict:
+    import ctypes
+
+    import torch
+
+    x = torch.zeros(1024, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        x.add_(1)                                # warm-up outside the capture
+        with torch.cuda.graph(g, stream=side):
+            x.add_(1)
+            x.mul_(1)
+            x.sub_(1)
+    torch.cuda.synchronize()
+    from proton_ctypes.backends.nvidia import layout
+
+    floor = Floor("per_thread")                  # a fresh floor: its first buffer is zeroed
+    floor.start()
+    corr_at = floor.field_offsets["correlationId"]
+    stride = layout.expected_kernel_stride(floor._lib.version)
+
+    def slots():
+        address = floor.current.get(threading.get_native_id())
+        if address is None:
+            return []
+        out = []
+        for k in range(32):
+            at = address + k * stride
+            kind = ctypes.c_uint32.from_address(at).value
+            corr = ctypes.c_uint32.from_address(at + corr_at).value
+            if kind == 0 and corr == 0:
+                break
+            out.append([hex(kind), corr])
+        return out
+
+    x.add_(1)                                    # the thread's buffer exists
+    torch.cuda._sleep(1_000_000_000)             # a busy GPU: nothing below completes for a while
+    g.replay()
+    after_replay = slots()
+    x.add_(1)
+    after_launch = slots()
+    torch.cuda.synchronize()
+    after_sync = slots()
+    floor.finalize()
+    return {"after_replay": after_replay, "after_plain_launch": after_launch, "after_sync": after_sync}
+
+
 if __name__ == "__main__":
-    print(json.dumps({"devices": devices(), "flush": flush()}, indent=1))
+    print(json.dumps({"graph": graph(), "devices": devices(), "flush": flush()}, indent=1))
