@@ -23,7 +23,7 @@ import json
 import threading
 import time
 
-from probe_common import ROOT  # noqa: F401  (puts the repository and bench/ on the path)
+import probe_common  # noqa: F401  (the import paths)
 from cupti_floor import Floor  # noqa: E402
 
 LAUNCHES = 20_000
