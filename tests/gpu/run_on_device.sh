@@ -21,8 +21,8 @@
 #             kernel_only,kernel_no_timestamps,api_deny")   -> attribution-h200.json, attribution.txt
 #   apicost   bench/api_cost.py (CPU per call/launch/step; APICOST_ARGS, e.g. "--impls proton,proton_ctypes
 #             --context python")                    -> api_cost-h200.json, api_cost.txt
-#   probe     tests/gpu/probe_latency_toggle.py: CUPTI latency timestamps switched on mid-session
-#             -> latency_probe.json
+#   probe     tests/gpu/$PROBE (default probe_latency_toggle.py: CUPTI latency timestamps switched on
+#             mid-session; probe_buffers_per_thread.py: what launch positions assume) -> probe.json
 #   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
 #             context="python" case under proton_ctypes), native frames, every thread (PYSPY_FLAGS
 #             replaces "--native --threads", e.g. "--gil --threads")
@@ -117,8 +117,8 @@ for step in $STEPS; do
     threads) bench_step threads "${THREADS_TIMEOUT:-540}" python3 bench/threads.py --threads "${THREADS:-4,8,16}" \
                --rounds "$ROUNDS" ${THREADS_ARGS:-} ;;
     pyspy) step_pyspy ;;
-    probe) timeout "${PROBE_TIMEOUT:-120}" python3 tests/gpu/probe_latency_toggle.py > "$OUT/latency_probe.json" 2>&1
-           echo "probe rc=$?"; cat "$OUT/latency_probe.json" ;;
+    probe) timeout "${PROBE_TIMEOUT:-120}" python3 "tests/gpu/${PROBE:-probe_latency_toggle.py}" > "$OUT/probe.json" 2>&1
+           echo "probe rc=$?"; cat "$OUT/probe.json" ;;
     longrun) bench_step longrun "${LONGRUN_TIMEOUT:-540}" python3 bench/longrun.py ${LONGRUN_ARGS:-} ;;
     attribution) bench_step attribution "${ATTRIBUTION_TIMEOUT:-420}" python3 bench/attribution.py \
                --rounds "${ROUNDS}" ${ATTRIBUTION_ARGS:-} ;;
