@@ -179,8 +179,11 @@ class LaunchPositions:
             return None
         last = (st.t, st.q)        # before the list: a later edge moves it there first
         rows = np.concatenate([self._take(st), np.array([last], np.int64)])
-        order = np.argsort(rows[:, 1], kind="stable")
-        return rows[order, 1], np.maximum.accumulate(rows[order, 0])
+        q, t = rows[:, 1], rows[:, 0]
+        if not bool((q[1:] >= q[:-1]).all()):  # in order unless another thread's snapshot came between
+            order = np.argsort(q, kind="stable")
+            q, t = q[order], t[order]
+        return q, np.maximum.accumulate(t)
 
     def launch_times(self, marks: tuple, positions: np.ndarray) -> np.ndarray:
         """The launch time (``time_ns``) of each kernel at ``positions`` of the thread whose
@@ -204,7 +207,7 @@ class LaunchPositions:
             return st.kept
         parts = [st.kept]
         if n:
-            parts.append(np.array(marks[:n], np.int64).reshape(-1, 2))
+            parts.append(np.fromiter(marks[:n], np.int64, n).reshape(-1, 2))
             del marks[:n]
         if s:
             parts.append(np.array(snaps[:s], np.int64).reshape(-1, 2))
