@@ -110,7 +110,7 @@ def test_a_thread_without_scopes_is_placed_by_the_context_changes_of_others(posi
     session was off are not counted and the others are."""
     fake, backend = positioned
     sid = proton.start(str(tmp_path / "switch"), backend="cupti")
-    step, done = threading.Event(), threading.Event()
+    step = threading.Event()
     launched = []
 
     def launcher():
@@ -120,7 +120,6 @@ def test_a_thread_without_scopes_is_placed_by_the_context_changes_of_others(posi
             launched.append(phase)
             step.wait()
             step.clear()
-        done.set()
 
     t = threading.Thread(target=launcher)
     t.start()
