@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import flat, read_tree  # noqa: E402
+from conftest import flat, on_a_thread, read_tree  # noqa: E402
 from fakes.fake_cupti import FakeCupti, FakeDriver  # noqa: E402
 
 import proton_ctypes as proton  # noqa: E402
@@ -226,12 +226,8 @@ def test_a_buffer_parsed_while_still_its_threads_current_one_is_not_handed_to_an
     positions = backend.collector.positions
     mine = positions.threads[threading.get_native_id()].address
     assert mine in positions.retired
-    other = []
-    t = threading.Thread(target=lambda: (fake.launch("kt"), other.append(
-        positions.threads[threading.get_native_id()].address)))
-    t.start()
-    t.join()
-    assert other and other[0] != mine
+    other, _span = on_a_thread(lambda: fake.launch("kt"))
+    assert positions.threads[other].address not in (0, mine)
     with proton.scope("b"):
         fake.launch("kb")                     # the main thread's next request recycles its old buffer
     assert mine not in positions.retired

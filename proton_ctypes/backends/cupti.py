@@ -40,7 +40,7 @@ import numpy as np
 from .base import DEFAULT_FLUSH_INTERVAL_S, Backend
 from .modes import NO_MODE, Mode
 from .nvidia import nvtx
-from .nvidia.activity import (KERNEL_RECORD_SOURCES, LAUNCH_FROM_API, LAUNCH_FROM_KERNEL, LAUNCH_FROM_POSITION,
+from .nvidia.activity import (KERNEL_RECORD_SOURCES, LAUNCH_FROM_API, LAUNCH_FROM_KERNEL,
                               calibrate_clock, choose_attribution, choose_launch_source, enable_activity,
                               finalize_at_stop, lazy_timestamps)
 from .nvidia.buffers import DEFAULT_BUFFER_BYTES, BufferPool
@@ -245,9 +245,8 @@ class CuptiBackend(Backend):
                           RuntimeWarning, stacklevel=3)
         # before the buffer callbacks: the per-thread buffer attribute must be set first
         self.launch_source, per_thread = choose_launch_source(lib, self.attribution == "extcorr",
-                                                              serialized=self.mode.pc_sampling)
-        if self.launch_source == LAUNCH_FROM_POSITION and python_context is not None:
-            self.launch_source = LAUNCH_FROM_KERNEL     # the launch callbacks give every launch (below)
+                                                              serialized=self.mode.pc_sampling,
+                                                              launch_callbacks=python_context is not None)
         lib.register_buffer_callbacks(self.pool.request_callback, self.pool.complete_callback)
         lib.set_thread_id_type(THREAD_ID_TYPE_SYSTEM)
         self.collector.begin(self._hub, sink, self.clock_offset_ns, extcorr=self.attribution == "extcorr",

@@ -122,8 +122,9 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
                         if graph_metrics.connected else None)
         backend.start(_sink_for(backend), mode,
                       _python_context() if context == "python" else None)
-        if backend.edge_clock() is not None:
-            clock.use(backend.edge_clock())
+        edge_clock = backend.edge_clock()
+        if edge_clock is not None:
+            clock.use(edge_clock)
     _users[backend_name] = _users.get(backend_name, 0) + 1
     s = Session(next(_ids), name, context, data, backend, backend_name, mode)
     if _users[backend_name] > 1:           # the backend's other sessions were there before it

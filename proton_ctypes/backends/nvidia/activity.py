@@ -66,13 +66,16 @@ def choose_attribution(offset_ns: int, environ=None) -> tuple:
     return "timestamp", forced
 
 
-def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None, serialized: bool = False) -> tuple:
+def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None, serialized: bool = False,
+                         launch_callbacks: bool = False) -> tuple:
     """``(source, per_thread_buffers)``: :data:`LAUNCH_FROM_POSITION` when CUPTI gives every
     launching thread buffers of its own (and can stamp launch times, the fallback should the
     positions fail, :mod:`.positions`), with the latency timestamps off; else
     :data:`LAUNCH_FROM_API`; and whether the buffers are per thread.
     ``PROTON_CTYPES_LAUNCH_SOURCE=kernel`` (or lazy timestamps, :func:`lazy_timestamps`) asks for
     :data:`LAUNCH_FROM_KERNEL` instead: the ``queued`` latency timestamps, ~2 us of CPU per launch.
+    So do ``launch_callbacks`` (``context="python"``): the callback at every launch gives its
+    thread and time, and the backend switches the timestamps off again.
 
     Called before the buffer callbacks are registered (the per-thread attribute must be set
     then).  External-correlation attribution needs the API records (CUPTI writes an
@@ -88,7 +91,7 @@ def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None, serialized:
     forced = env.get(LAUNCH_SOURCE_ENV, "").strip().lower()
     if extcorr or serialized or forced == LAUNCH_FROM_API or not per_thread:
         return LAUNCH_FROM_API, per_thread
-    if forced == LAUNCH_FROM_KERNEL or lazy_timestamps(env):
+    if launch_callbacks or forced == LAUNCH_FROM_KERNEL or lazy_timestamps(env):
         return (LAUNCH_FROM_KERNEL if lib.enable_latency_timestamps(True) else LAUNCH_FROM_API), per_thread
     return (LAUNCH_FROM_POSITION if lib.enable_latency_timestamps(False) else LAUNCH_FROM_API), per_thread
 

@@ -28,7 +28,6 @@ still current for its thread is not recycled when parsed; it is at the thread's 
 """
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 import time
@@ -86,7 +85,8 @@ class LaunchPositions:
         #: a vendor thread's callbacks and its hooks, so the thread-local is only a cache)
         self.threads: Dict[int, ThreadPositions] = {}
         self._local = _Local()
-        self._numbers = itertools.count(1)
+        #: buffers numbered so far (the next one's number is one more)
+        self._numbered = 0
         #: address -> (native id, base) of every buffer requested and not yet released
         self.buffers: Dict[int, tuple] = {}
         #: addresses parsed while still their thread's current buffer (recycled at its next request)
@@ -110,11 +110,12 @@ class LaunchPositions:
         the address of the thread's previous buffer if it was parsed already (to be recycled
         now), else 0."""
         array[:] = 0
-        base = next(self._numbers) * self.words_per_buffer
         st = self._local.state or self._state()
-        st.i = 0                      # before the view: a reader takes the view, then the index
-        st.buf = (memoryview(array).cast("I"), base)
         with self._lock:              # against release(): a parsed buffer is retired or recycled, once
+            self._numbered += 1
+            base = self._numbered * self.words_per_buffer
+            st.i = 0                  # before the view: a reader takes the view, then the index
+            st.buf = (memoryview(array).cast("I"), base)
             self.buffers[address] = (st.tid, base)
             previous, st.address = st.address, address
             recycle = previous in self.retired
@@ -223,7 +224,7 @@ class LaunchPositions:
         for tid, base in list(self.buffers.values()):
             if base < lowest.get(tid, base + 1):
                 lowest[tid] = base
-        upcoming = next(self._numbers) * self.words_per_buffer     # a number skipped: harmless
+        upcoming = (self._numbered + 1) * self.words_per_buffer
         for st in list(self.threads.values()):
             kept = self._take(st)
             old = kept[:, 1] <= lowest.get(st.tid, upcoming)
