@@ -5,6 +5,7 @@ The fake libcupti writes a kernel's record into its launching thread's buffer du
 (``defer_kernels``: marked incomplete, completed later), as measured on an H100
 (``tests/gpu/probe_buffer_fill.py``).
 """
+import ctypes
 import os
 import sys
 import threading
@@ -22,6 +23,7 @@ import proton_ctypes as proton  # noqa: E402
 from proton_ctypes.backends import select  # noqa: E402
 from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
 from proton_ctypes.backends.nvidia import activity  # noqa: E402
+from proton_ctypes.backends.nvidia.buffers import BufferPool  # noqa: E402
 from proton_ctypes.backends.nvidia.positions import MARK_AFTER_NS, LaunchPositions  # noqa: E402
 from proton_ctypes.core import clock  # noqa: E402
 
@@ -233,6 +235,37 @@ def test_a_buffer_parsed_while_still_its_threads_current_one_is_not_handed_to_an
     assert mine not in positions.retired
     proton.finalize()
     assert counts(tmp_path / "retired.hatchet") == {"a/ka": 1, "kt": 1, "b/kb": 1}
+
+
+def test_buffers_are_zeroed_where_they_are_freed_not_inside_a_launch():
+    """Every buffer CUPTI gets is all zeros (the edges' scan stops at the first zero slot); the
+    memset is paid where a buffer is freed -- the collector's release after the parse, or its
+    next trim for a buffer recycled at a launching thread's request -- never by the request,
+    which runs inside a launch."""
+    size = 64 << 10
+    pool = BufferPool(buffer_bytes=size, max_buffers=4)
+    pool.use_positions(LaunchPositions(size, 216))
+
+    def request():
+        address, length, limit = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+        pool.request_callback(ctypes.byref(address), ctypes.byref(length), ctypes.byref(limit))
+        return address.value, pool.array(address.value)
+
+    first, buf = request()
+    assert not buf.any()
+    buf[:432] = 7                                # two records written
+    second, buf2 = request()                     # the thread moved on: ``first`` is not its current one
+    pool.release(first)                          # parsed: zeroed here, on the collector's side
+    assert not buf.any() and first in pool._zeroed
+    buf2[:216] = 7
+    pool.release(second)                         # still the thread's current buffer: retired
+    third, buf3 = request()                      # recycles ``second`` inside the launch ...
+    assert buf2.any()                            # ... without zeroing it there
+    pool.trim()                                  # the collector's next round zeroes it
+    assert not buf2.any()
+    assert third == first and not buf3.any()
+    again = [request() for _ in range(2)]
+    assert second in {a for a, _ in again} and not any(b.any() for _, b in again)
 
 
 def test_the_python_context_keeps_its_launch_callbacks_under_the_position_switch(positioned, tmp_path):

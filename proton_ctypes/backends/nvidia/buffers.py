@@ -28,10 +28,12 @@ kernel record lies in a buffer requested by its launching thread, graph replays 
 autograd's thread included) and the time of the request (:meth:`BufferPool.held_since`:
 a thread's records older than its oldest buffer still out have all been handed back).
 
-With launch positions (:attr:`BufferPool.positions`, :mod:`.positions`), every buffer is
-zeroed and numbered on its thread at the request, CUPTI gets all of it but a zero sentinel,
-and a parsed buffer that is still its thread's current one waits for that thread's next
-request before it is recycled.
+With launch positions (:attr:`BufferPool.positions`, :mod:`.positions`), every buffer CUPTI
+gets is all zeros (CUPTI gets all of it but a zero sentinel) and is numbered on its thread at
+the request; a parsed buffer that is still its thread's current one waits for that thread's
+next request before it is recycled.  A buffer is zeroed when it goes back to the free list
+(on the collector's thread, after its parse), not at the request: the request is paid by the
+launching thread, inside its launch call.  New buffers come zeroed from the allocator.
 """
 from __future__ import annotations
 
@@ -119,6 +121,8 @@ class BufferPool:
         #: by them, else None
         self.positions = None
         self._retired = {}                 # address -> view: parsed, still a thread's current buffer
+        self._zeroed = set()               # addresses of free buffers known to be all zeros
+        self._dirty = []                   # (address, view) recycled on a launching thread, to zero
         # The ctypes callbacks: keep references for the life of the process (CUPTI keeps the pointers).
         self.request_callback = BUFFER_REQUEST_FUNC(self._on_request)
         self.complete_callback = BUFFER_COMPLETE_FUNC(self._on_complete)
@@ -146,8 +150,11 @@ class BufferPool:
             size = self.buffer_bytes
             positions = self.positions
             if positions is not None:
+                if address not in self._zeroed:
+                    view[:] = 0           # a buffer freed while positions were off
                 self._recycle(positions.on_request(address, view))
                 size -= SENTINEL_BYTES
+            self._zeroed.discard(address)
             p_buffer[0] = address
             p_size[0] = size
         p_max_records[0] = 0
@@ -161,9 +168,20 @@ class BufferPool:
 
     # ------------------------------------------------------------------ used by the parser
     def _new_view(self) -> np.ndarray:
-        raw = np.empty(self.buffer_bytes + ALIGNMENT, np.uint8)
+        raw = np.zeros(self.buffer_bytes + ALIGNMENT, np.uint8)
         pad = (-raw.ctypes.data) % ALIGNMENT
-        return raw[pad:pad + self.buffer_bytes]
+        view = raw[pad:pad + self.buffer_bytes]
+        self._zeroed.add(view.ctypes.data)
+        return view
+
+    def _free_view(self, address: int, view: np.ndarray) -> None:
+        """Put ``view`` on its free list, zeroed first while launch positions are on (zeroing
+        takes milliseconds: not under the lock)."""
+        if self.positions is not None:
+            view[:] = 0
+            self._zeroed.add(address)
+        with self._lock:
+            (self._spare_free if address in self._spares else self._free).append(view)
 
     def _hand_out(self, view: np.ndarray) -> np.ndarray:
         self._out[view.ctypes.data] = view
@@ -229,15 +247,16 @@ class BufferPool:
                 return
             if keep:
                 self._retired[address] = view
-            else:
-                (self._spare_free if address in self._spares else self._free).append(view)
+        if not keep:
+            self._free_view(address, view)   # zeroing takes milliseconds: outside the lock
 
     def _recycle(self, address: int) -> None:
         """A retired buffer (0: none) to its free list."""
         with self._lock:
             view = self._retired.pop(address, None)
             if view is not None:
-                (self._spare_free if address in self._spares else self._free).append(view)
+                # asked for on a launching thread: zeroed later, by the collector (:meth:`trim`)
+                self._dirty.append((address, view))
 
     def recycle_ended(self) -> None:
         """The retired buffers of threads that ended go back to the free lists."""
@@ -254,15 +273,22 @@ class BufferPool:
                 self._recycle(address)
 
     def trim(self) -> None:
-        """Free the buffers nobody needs: keep as many free buffers as are out (at least
-        :data:`MIN_FREE_KEPT`), and no free spare at all."""
+        """Zero the buffers recycled on launching threads and free them; then free the buffers
+        nobody needs: keep as many free buffers as are out (at least :data:`MIN_FREE_KEPT`), and
+        no free spare at all."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, []
+        for address, view in dirty:
+            self._free_view(address, view)
         with self._lock:
             keep = max(MIN_FREE_KEPT, len(self._out))
             while len(self._free) > keep:
-                self._free.pop()
+                self._zeroed.discard(self._free.pop().ctypes.data)
                 self._allocated -= 1
             while self._spare_free:
-                self._spares.discard(self._spare_free.pop().ctypes.data)
+                address = self._spare_free.pop().ctypes.data
+                self._spares.discard(address)
+                self._zeroed.discard(address)
 
     def take_completed(self) -> list:
         """Remove and return every completed ``(address, valid)`` pair queued so far."""

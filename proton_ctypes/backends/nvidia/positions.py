@@ -8,7 +8,8 @@ of its kernels were launched before the edge, with no clock in the record: CUPTI
 timestamps (about 2 us of CPU per launch and ~100 bytes of CUPTI memory per kernel that no flush
 gives back, ``docs/collection.md``) can stay off.
 
-**Positions.**  Every buffer handed to CUPTI is zeroed and numbered; its *base* is its number
+**Positions.**  Every buffer handed to CUPTI is all zeros (the pool zeroes it when it is
+freed, :mod:`.buffers`) and is numbered; its *base* is its number
 times :attr:`LaunchPositions.words_per_buffer`, and the record at byte offset ``o`` has the
 position ``base + o // 4``.  A thread's position now is the base of its current buffer plus the
 first empty record slot (a scan from the slot found last time, one record at a time).
@@ -105,11 +106,10 @@ class LaunchPositions:
         return st
 
     def on_request(self, address: int, array: np.ndarray) -> int:
-        """CUPTI asked the calling (launching) thread for a buffer: zero and number ``array`` (at
-        ``address``), make it the thread's current one and mark its base at this time.  Returns
-        the address of the thread's previous buffer if it was parsed already (to be recycled
-        now), else 0."""
-        array[:] = 0
+        """CUPTI asked the calling (launching) thread for a buffer: number ``array`` (at
+        ``address``, all zeros), make it the thread's current one and mark its base at this
+        time.  Returns the address of the thread's previous buffer if it was parsed already (to
+        be recycled now), else 0."""
         st = self._local.state or self._state()
         with self._lock:              # against release(): a parsed buffer is retired or recycled, once
             self._numbered += 1
