@@ -300,6 +300,34 @@ def test_a_kernel_takes_the_latest_mark_at_or_before_its_position_plus_its_recor
         0, 100 + MARK_AFTER_NS]
 
 
+def test_each_views_clock_is_bound_to_its_own_thread(positioned, tmp_path):
+    """A view logs with the edge clock bound to its thread's positions (no thread-local lookup
+    per entry); a view made by another thread for this one (a bridge) keeps the shared clock,
+    which marks the calling thread only."""
+    from proton_ctypes.core.threads import tls
+    fake, backend = positioned
+    proton.start(str(tmp_path / "bound"), backend="cupti")
+    positions = backend.collector.positions
+    with proton.scope("a"):
+        mine = tls.ctx.view.now
+    seen = []
+    other, _span = on_a_thread(lambda: seen.append(_view_clock_of_this_thread()))
+    theirs = seen[0]
+    assert mine is not backend.edge_clock() and theirs is not mine
+    me = positions.threads[threading.get_native_id()]
+    assert mine.__closure__[0].cell_contents is me
+    assert theirs.__closure__[0].cell_contents is positions.threads[other]
+    assert clock.for_thread(other) is backend.edge_clock()
+    proton.finalize()
+    assert clock.for_thread(threading.get_native_id()) is time.time_ns
+
+
+def _view_clock_of_this_thread():
+    from proton_ctypes.core.threads import tls
+    with proton.scope("t"):
+        return tls.ctx.view.now
+
+
 def test_the_edge_clock_never_raises_whatever_the_buffer_holds():
     """Records of another size than the scan's step can leave no zero word where the scan looks
     (the collector then switches the timestamps on): the clock still returns the time."""

@@ -28,6 +28,7 @@ CLOCK_REALTIME nanoseconds, already corrected by the backend's clock calibration
 """
 from __future__ import annotations
 
+import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -156,6 +157,11 @@ class Backend:
         ``time.time_ns()`` and may note more, :mod:`proton_ctypes.core.clock`); None: any
         ``time.time_ns()`` will do.  Asked after :meth:`start`."""
         return None
+
+    def thread_edge_clock(self, tid: int) -> Callable[[], int]:
+        """:meth:`edge_clock` bound to thread ``tid`` (native id), for the views made on that
+        thread (:func:`proton_ctypes.core.clock.for_thread`); only that thread calls it."""
+        return self.edge_clock() or time.time_ns
 
     def flush(self) -> None:
         """Deliver every record completed so far to the sink (synchronising the device first)."""

@@ -29,6 +29,7 @@ line on stderr once, when its replayed kernels are first collected
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 import time
@@ -305,7 +306,12 @@ class CuptiBackend(Backend):
     def edge_clock(self):
         """With launch positions, the clock that marks each thread's position at its log entries."""
         positions = self.collector.positions if self.collector is not None and self.running else None
-        return positions.clock if positions is not None else None
+        return positions and positions.clock
+
+    def thread_edge_clock(self, tid: int):
+        """The edge clock bound to thread ``tid``'s launch positions (no thread-local lookup)."""
+        clock = self.edge_clock()
+        return self.collector.positions.thread_clock(tid) if clock else super().thread_edge_clock(tid)
 
     def _enable_activity(self, lib: CuptiLib) -> None:
         """The activity kinds of the launch source (:func:`.nvidia.activity.enable_activity`); a separate
@@ -366,10 +372,8 @@ class CuptiBackend(Backend):
                 _ACTIVE.remove(self)
 
     def _stop_at_exit(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.stop()
-        except Exception:
-            pass
 
     # ------------------------------------------------------------------ helpers
     def _make_pc_sampler(self, lib: CuptiLib) -> PCSampler:

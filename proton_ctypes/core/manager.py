@@ -124,7 +124,7 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
                       _python_context() if context == "python" else None)
         edge_clock = backend.edge_clock()
         if edge_clock is not None:
-            clock.use(edge_clock)
+            clock.use(edge_clock, backend.thread_edge_clock)
     _users[backend_name] = _users.get(backend_name, 0) + 1
     s = Session(next(_ids), name, context, data, backend, backend_name, mode)
     if _users[backend_name] > 1:           # the backend's other sessions were there before it

@@ -13,7 +13,7 @@ the thread's trace log for ``data="trace"`` sessions (``View.tlog``: the contrac
 """
 from __future__ import annotations
 
-from . import clock, general_path, trace_scopes
+from . import general_path, trace_scopes
 from .threads import tls, thread_ctx
 from .metric_values import transform_tensor_metrics
 from .tensor_metrics import add_tensor_metrics
@@ -25,7 +25,6 @@ _parent = callpath.parent
 _child = callpath.child
 #: the counter behind ``general_path.next_id`` (``next(ids)`` is the cheaper call)
 ids = general_path.next_id.__self__
-_time_ns = clock.follow(globals())   # the log clock (core/clock.py)
 
 
 def add_scope_metrics(ctx, sid, targets, metrics) -> None:
@@ -57,16 +56,16 @@ def push(ctx, v, sid: int, name: str) -> int:
     if st is not None:
         node = _child(node, st)
     if node not in v.created:
-        v.created[node] = _time_ns()
+        v.created[node] = v.now()
     tl = v.tlog
     if tl is None:
         if v.logging:
             log = v.log
             # the log entry (time_ns, code): the contract is in core/views.py
-            log.append(_time_ns())
+            log.append(v.now())
             log.append(node)
     else:
-        t = _time_ns()
+        t = v.now()
         # the trace log's enter entry: the contract is in core/trace_scopes.py
         tl.append((sid, t, node))
         if v.logging:
@@ -142,10 +141,10 @@ def pop(ctx, v, sid: int) -> bool:
             st = ctx.state
             log = v.log
             # the log entry (time_ns, code): the contract is in core/views.py
-            log.append(_time_ns())
+            log.append(v.now())
             log.append(top if st is None else _child(top, st))
     else:
-        t = _time_ns()
+        t = v.now()
         # the trace log's exit entry: the contract is in core/trace_scopes.py
         tl.append((sid, t))
         if v.logging:

@@ -16,7 +16,7 @@ import time
 from functools import wraps
 from typing import Any, Optional
 
-from . import clock, general_path, scope_events, trace_scopes
+from . import general_path, scope_events, trace_scopes
 from .threads import tls, thread_ctx
 from .flags import flags
 from ..tree import callpath
@@ -30,7 +30,6 @@ _kids = callpath.kids
 _parent = callpath.parent
 _child = callpath.child
 _ids = scope_events.ids
-_time_ns = clock.follow(globals())   # the log clock (core/clock.py)
 _enter = scope_events.enter
 _exit = scope_events.exit
 _close = scope_events.close
@@ -104,16 +103,16 @@ class scope:
         if st is not None:
             node = _child(node, st)
         if node not in v.created:
-            v.created[node] = _time_ns()
+            v.created[node] = v.now()
         tl = v.tlog
         if tl is None:
             if v.logging:
                 log = v.log
                 # the log entry (time_ns, code): the contract is in core/views.py
-                log.append(_time_ns())
+                log.append(v.now())
                 log.append(node)
         else:
-            t = _time_ns()
+            t = v.now()
             # the trace log's enter entry: the contract is in core/trace_scopes.py
             tl.append((sid, t, node))
             if v.logging:
@@ -193,10 +192,10 @@ class scope:
                         st = ctx.state
                         log = v.log
                         # the log entry (time_ns, code): the contract is in core/views.py
-                        log.append(_time_ns())
+                        log.append(v.now())
                         log.append(top if st is None else _child(top, st))
                 else:
-                    t = _time_ns()
+                    t = v.now()
                     # the trace log's exit entry: the contract is in core/trace_scopes.py
                     tl.append((sid, t))
                     if v.logging:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from functools import wraps
 
-from . import clock, general_path, signatures
+from . import general_path, signatures
 from .registry import G
 from .threads import tls, thread_ctx
 from .flags import flags
@@ -24,7 +24,6 @@ COMPUTE_METADATA_SCOPE_PREFIX = callpath.METADATA_PREFIX
 
 _child = callpath.child
 _flags = flags
-_time_ns = clock.follow(globals())   # the log clock (core/clock.py)
 
 
 def _set(name) -> None:
@@ -47,7 +46,7 @@ def _set(name) -> None:
         if v.logging:
             log = v.log
             # the log entry (time_ns, code): the contract is in core/views.py
-            log.append(_time_ns())
+            log.append(v.now())
             log.append(node)
         return
     _set_slow(ctx, name)
@@ -100,7 +99,7 @@ class state:
                 ctx.state = name
                 log = v.log
                 # the log entry (time_ns, code): the contract is in core/views.py
-                log.append(_time_ns())
+                log.append(v.now())
                 log.append(node)
             else:
                 if type(self.name) is not str:
@@ -121,7 +120,7 @@ class state:
             if v.logging:
                 log = v.log
                 # the log entry (time_ns, code): the contract is in core/views.py
-                log.append(_time_ns())
+                log.append(v.now())
                 log.append(v.top)
         elif _flags.profiling_on:
             _set_slow(ctx, None)

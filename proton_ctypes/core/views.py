@@ -16,9 +16,10 @@ The log entry
 A view's ``log`` is a flat list ``[t0, code0, t1, code1, ...]``: one entry is **two
 consecutive items**, appended in this order by the thread that owns the view:
 
-1. the log clock's time at the event (:mod:`.clock`: ``time.time_ns()``, the clock of the
-   launch-API records the kernels are joined with, or a backend's clock that reads it and
-   notes the thread's launch position too); the entries of one view are in time order;
+1. the log clock's time at the event (``View.now``, from :mod:`.clock`: ``time.time_ns()``,
+   the clock of the launch-API records the kernels are joined with, or a backend's clock that
+   reads it and notes the thread's launch position too); the entries of one view are in time
+   order;
 2. the context code in force from that instant on (:mod:`proton_ctypes.tree.codes`): the node
    a kernel launched now attaches below -- the top scope's node, or its child named after the
    thread's state -- or, while a ``hook="triton"`` launch op is open, the op's code.
@@ -47,7 +48,6 @@ from ..backends.base import ATTRIBUTION_EXTCORR
 from ..tree import callpath
 from ..tree.codes import ext_id
 
-_time_ns = clock.follow(globals())   # the log clock (core/clock.py)
 #: log chunks a view keeps before merging them (the join reads the recent ones; the retention
 #: trim merges them anyway, but a backend without a delivery watermark never trims)
 MAX_CHUNKS = 64
@@ -57,7 +57,7 @@ class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
 
     __slots__ = ("sessions", "phases", "flexes", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
-                 "merged", "logging", "trace", "tlog", "ctx", "ext", "ext_pushed", "plans")
+                 "merged", "logging", "trace", "tlog", "ctx", "ext", "ext_pushed", "plans", "now")
 
     def __init__(self, ctx, sessions, ids, top, t0):
         self.ctx = ctx
@@ -92,6 +92,8 @@ class View:
         #: metric plans of this view: the launch hook's by op node (tree.metric_plans.plan), the
         #: scopes' by (node, key order) (tree.metric_plans.add_planned)
         self.plans = {}
+        #: the log clock of the view's thread (:func:`.clock.for_thread`): every entry's time
+        self.now = clock.for_thread(getattr(ctx, "tid", None))
 
     def nodes(self):
         """Trie nodes of the open scopes, outermost first."""
@@ -129,7 +131,7 @@ class View:
         """
         if self.logging:
             log = self.log
-            log.append(_time_ns())
+            log.append(self.now())
             log.append(code)
         ext = self.ext
         if ext is not None:

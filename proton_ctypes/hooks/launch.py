@@ -13,7 +13,7 @@ from numbers import Number
 from typing import Optional
 
 
-from ..core import clock, general_path
+from ..core import general_path
 from ..core.registry import G
 from ..core.threads import resync, tls, thread_ctx
 from ..tree import callpath
@@ -27,7 +27,6 @@ from ..tree import metrics as tmetrics
 from ..core.states import get_metadata_state_name as metadata_state_name
 from .hook import Hook, HookManager
 
-_time_ns = clock.follow(globals())   # the log clock (core/clock.py)
 
 #: values of ``ThreadCtx.launch`` besides None (outside a launch) and the view of an op
 #: opened by the fast path: the hook is evaluating metadata; an op of the general path is open
@@ -43,7 +42,7 @@ def _log_context(log, v) -> None:
     """Log ``v``'s scope context again (the metadata state is over, no op was opened)."""
     if log is not None:
         # the log entry (time_ns, code): the contract is in core/views.py
-        log.append(_time_ns())
+        log.append(v.now())
         log.append(v.top)
 
 
@@ -182,7 +181,7 @@ class LaunchHook(Hook):
         ctx.state = md_state
         if log is not None:
             # the log entry (time_ns, code): the contract is in core/views.py
-            log.append(_time_ns())
+            log.append(v.now())
             log.append(md_node)
         try:
             lazy = metadata.get()
@@ -214,7 +213,7 @@ class LaunchHook(Hook):
                 return
         if log is not None:
             # the log entry (time_ns, code): the contract is in core/views.py
-            log.append(_time_ns())
+            log.append(v.now())
             log.append(op_code(node))
         ctx.op_id = next_id()
         ctx.op_name = kernel_name
@@ -234,7 +233,7 @@ class LaunchHook(Hook):
             elif val is not None and k not in _RESERVED and LaunchHook._is_supported_metric_value(val):
                 return False
         if node not in v.created:
-            v.created[node] = _time_ns()
+            v.created[node] = v.now()
         if plain:
             tmetrics.add(v.flexes, node, plain)
         v.plans[node] = metric_plans.plan(v.flexes, node, lazy, _RESERVED)
@@ -303,7 +302,7 @@ class LaunchHook(Hook):
             if op.logging:
                 log = op.log
                 # the log entry (time_ns, code): the contract is in core/views.py
-                log.append(_time_ns())
+                log.append(op.now())
                 log.append(op.top)
         else:
             general_path.op_exit(ctx)

@@ -125,15 +125,26 @@ class LaunchPositions:
         marks.append(base)
         return previous if recycle else 0
 
-    def _make_clock(self):
+    def thread_clock(self, tid: int):
+        """:attr:`clock` bound to thread ``tid``'s positions (no thread-local lookup per call);
+        only that thread may call it."""
+        st = self.threads.get(tid)
+        if st is None:
+            with self._lock:
+                st = self.threads.setdefault(tid, ThreadPositions(tid))
+        return self._make_clock(st)
+
+    def _make_clock(self, bound: Optional[ThreadPositions] = None):
         local, step, state = self._local, self.step, self._state
 
         def clock(_now=time.time_ns):
             """``time.time_ns()``, marking the calling thread's launch position at that time."""
             t = _now()
-            st = local.state
+            st = bound
             if st is None:
-                st = state()
+                st = local.state
+                if st is None:
+                    st = state()
             v, base = st.buf
             i = st.i
             if v[i]:                    # launches since the last edge: the last edge's mark is final
