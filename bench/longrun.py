@@ -83,17 +83,22 @@ def rss_mb() -> float:
 
 def slope_per_million(samples: list, warm: int) -> float:
     """MB per million launches of the ``(launches, rss_mb)`` samples taken at or after ``warm``:
-    from the lowest sample of the first half to the lowest of the second half (the floor of the
-    memory, whatever its ups and downs), or the least-squares slope of all of them when there
-    are fewer than :data:`MIN_FLOOR_SAMPLES`; None with fewer than two.  Memory between two trims
-    of the scope logs rises and falls (a sawtooth of tens of MB): a fit through every sample
-    reads where the run stopped in it as growth."""
+    from the floor of the first half to the floor of the second half (the memory whatever its
+    ups and downs), over the distance between the halves' middles, or the least-squares slope
+    of all of them when there are fewer than :data:`MIN_FLOOR_SAMPLES`; None with fewer than
+    two.  Memory between two trims of the scope logs rises and falls (a sawtooth of tens of
+    MB): a fit through every sample reads where the run stopped in it as growth.  A half's
+    floor is its lower quartile, not its lowest sample, and the distance is the halves', not
+    their lowest samples': one dip (a buffer freed) close to the middle would otherwise read as
+    a steep slope."""
     pts = [(n, mb) for n, mb in samples if n >= warm]
     if len(pts) >= MIN_FLOOR_SAMPLES:
         half = len(pts) // 2
-        (n1, mb1), (n2, mb2) = (min(part, key=lambda p: (p[1], p[0])) for part in (pts[:half], pts[half:]))
-        if n2 > n1:
-            return (mb2 - mb1) / (n2 - n1) * 1e6
+        first, second = pts[:half], pts[-half:]      # as many samples each (the middle one left out)
+        floors = [statistics.quantiles([mb for _, mb in part], n=4, method="inclusive")[0] for part in (first, second)]
+        middles = [statistics.fmean(n for n, _ in part) for part in (first, second)]
+        if middles[1] > middles[0]:
+            return (floors[1] - floors[0]) / (middles[1] - middles[0]) * 1e6
     if len(pts) < 2:
         return None
     mx = statistics.fmean(n for n, _ in pts)

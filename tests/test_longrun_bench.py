@@ -46,3 +46,23 @@ def test_profile_drains_writes_where_the_collector_spends_its_time(tmp_path):
     text = profile.read_text()
     assert "Ordered by: internal time" in text
     assert "collector.py" in text and "(drain)" in text      # the drains themselves, with their callees
+
+
+def _slope():
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import longrun
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    return longrun.slope_per_million
+
+
+def test_rss_growth_reads_a_steady_rise_and_ignores_a_sawtooth_and_a_single_dip():
+    slope = _slope()
+    steps = range(0, 3_000_001, 100_000)
+    rising = [(n, 700 + 5 * n / 1e6) for n in steps]                       # 5 MB per million launches
+    sawtooth = [(n, 700 + 30 * ((n // 100_000) % 4 == 3)) for n in steps]   # trims every 400 000 launches
+    dip = [(n, 750 - 20 * (n == 1_400_000)) for n in steps]                  # one buffer freed near the middle
+    assert abs(slope(rising, 1_000_000) - 5) < 0.01
+    assert abs(slope(sawtooth, 1_000_000)) < 0.01
+    assert abs(slope(dip, 1_000_000)) < 0.01
