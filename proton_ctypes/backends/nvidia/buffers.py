@@ -31,9 +31,9 @@ a thread's records older than its oldest buffer still out have all been handed b
 With launch positions (:attr:`BufferPool.positions`, :mod:`.positions`), every buffer CUPTI
 gets is all zeros (CUPTI gets all of it but a zero sentinel) and is numbered on its thread at
 the request; a parsed buffer that is still its thread's current one waits for that thread's
-next request before it is recycled.  A buffer is zeroed when it goes back to the free list
-(on the collector's thread, after its parse), not at the request: the request is paid by the
-launching thread, inside its launch call.  New buffers come zeroed from the allocator.
+next request before it is recycled.  Every free buffer is all zeros: new ones come zeroed from
+the allocator, and a buffer is zeroed when it goes back to the free list (on the collector's
+thread, after its parse), not at the request, which the launching thread pays inside its launch.
 """
 from __future__ import annotations
 
@@ -121,7 +121,6 @@ class BufferPool:
         #: by them, else None
         self.positions = None
         self._retired = {}                 # address -> view: parsed, still a thread's current buffer
-        self._zeroed = set()               # addresses of free buffers known to be all zeros
         self._dirty = []                   # (address, view) recycled on a launching thread, to zero
         # The ctypes callbacks: keep references for the life of the process (CUPTI keeps the pointers).
         self.request_callback = BUFFER_REQUEST_FUNC(self._on_request)
@@ -150,11 +149,8 @@ class BufferPool:
             size = self.buffer_bytes
             positions = self.positions
             if positions is not None:
-                if address not in self._zeroed:
-                    view[:] = 0           # a buffer freed while positions were off
                 self._recycle(positions.on_request(address, view))
                 size -= SENTINEL_BYTES
-            self._zeroed.discard(address)
             p_buffer[0] = address
             p_size[0] = size
         p_max_records[0] = 0
@@ -170,16 +166,11 @@ class BufferPool:
     def _new_view(self) -> np.ndarray:
         raw = np.zeros(self.buffer_bytes + ALIGNMENT, np.uint8)
         pad = (-raw.ctypes.data) % ALIGNMENT
-        view = raw[pad:pad + self.buffer_bytes]
-        self._zeroed.add(view.ctypes.data)
-        return view
+        return raw[pad:pad + self.buffer_bytes]
 
     def _free_view(self, address: int, view: np.ndarray) -> None:
-        """Put ``view`` on its free list, zeroed first while launch positions are on (zeroing
-        takes milliseconds: not under the lock)."""
-        if self.positions is not None:
-            view[:] = 0
-            self._zeroed.add(address)
+        """Put ``view`` on its free list, zeroed first (milliseconds: not under the lock)."""
+        view[:] = 0
         with self._lock:
             (self._spare_free if address in self._spares else self._free).append(view)
 
@@ -283,12 +274,10 @@ class BufferPool:
         with self._lock:
             keep = max(MIN_FREE_KEPT, len(self._out))
             while len(self._free) > keep:
-                self._zeroed.discard(self._free.pop().ctypes.data)
+                self._free.pop()
                 self._allocated -= 1
             while self._spare_free:
-                address = self._spare_free.pop().ctypes.data
-                self._spares.discard(address)
-                self._zeroed.discard(address)
+                self._spares.discard(self._spare_free.pop().ctypes.data)
 
     def take_completed(self) -> list:
         """Remove and return every completed ``(address, valid)`` pair queued so far."""
