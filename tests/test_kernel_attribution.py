@@ -305,3 +305,25 @@ def test_a_kernel_launched_right_after_reactivation_lands_on_the_stack_the_sessi
     assert find(root, "outer", "k")["metrics"]["count"] == 1
     assert [c["frame"]["name"] for c in find(root, "outer")["children"]] == ["k"]
 
+
+
+def test_python_context_files_a_launch_from_a_thread_with_no_python_frame_under_the_root(mock):
+    """A native thread (autograd's launching thread) has no Python frame above the launch
+    callback: its kernels hang under the root, as in Proton (no frames, no state)."""
+    import ctypes
+    import functools
+    proton.start("py", backend="mock", context="python")
+    libc = ctypes.CDLL(None)
+    start_routine = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+    # partial is C code: the thread's only Python frame is the mock backend's launch
+    body = start_routine(functools.partial(mock.launch, "native_k"))
+    handle = ctypes.c_ulong()
+    assert libc.pthread_create(ctypes.byref(handle), None, body, ctypes.c_void_p(800)) == 0
+    assert libc.pthread_join(handle, None) == 0
+    mock.launch("python_k")
+    proton.finalize()
+    root, _ = read_tree("py.hatchet")
+    at_root = {c["frame"]["name"]: c for c in root["children"]}
+    assert at_root["native_k"]["metrics"]["count"] == 1
+    assert at_root["native_k"]["metrics"]["time (ns)"] == 800
+    assert "python_k" not in at_root  # the main thread's launch hangs under its frames

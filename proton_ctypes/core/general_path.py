@@ -66,6 +66,10 @@ def python_node(skip: int = 1) -> int:
     f = sys._getframe(skip)
     while f is not None and f.f_code.co_filename.startswith(_BACKENDS_DIR):
         f = f.f_back
+    if f is None:   # a thread with no Python frame (autograd's, CUPTI's): the root and its state
+        ctx = threads.tls.__dict__.get("ctx")
+        st = None if ctx is None else ctx.state
+        return callpath.ROOT if st is None else callpath.child(callpath.ROOT, st)
     walk = _py.__dict__.get("walk")
     if walk is None:
         walk = _py.walk = ([], {})

@@ -245,20 +245,23 @@ class CallbackHub(GraphHooks, NvtxHooks):
         append = self.py_entries.append
 
         def callback(userdata, domain, cbid, data):
-            keep()
-            if domain == driver:
+            if domain == driver:   # a thread's first driver callback is an ENTER: keep() there only
                 head = at(data)
                 if cbid in capture_cbids:
+                    keep()
                     on_capture(cbid, head.site)
                 elif head.site == enter:
+                    keep()
                     t = now()
                     append((head.correlation_id, python_context(), native_id(), t))
                     if cbid in graph_cbids:
                         graph_append((head.correlation_id, native_id(), t))
                         on_replay(head, t)
             elif domain == resource:
+                keep()
                 on_resource(cbid, data)
             elif domain == nvtx:
+                keep()
                 on_nvtx(cbid, data)
         return callback
 
