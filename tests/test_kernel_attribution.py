@@ -306,7 +306,6 @@ def test_a_kernel_launched_right_after_reactivation_lands_on_the_stack_the_sessi
     assert [c["frame"]["name"] for c in find(root, "outer")["children"]] == ["k"]
 
 
-
 def test_python_context_files_a_launch_from_a_thread_with_no_python_frame_under_the_root(mock):
     """A native thread (autograd's launching thread) has no Python frame above the launch
     callback: its kernels hang under the root, as in Proton (no frames, no state)."""

@@ -15,6 +15,7 @@
 #             -> pc-trace.jsonl
 #   overhead  bench/overhead.py                      -> overhead-h200.json, overhead.txt
 #   models    bench/models.py                        -> models-h200.json, models.txt
+#             MODELS_CASES: its --cases, kept whole ("per phase|no scopes": names have spaces)
 #   threads   bench/threads.py (THREADS: counts)     -> threads-h200.json, threads.txt
 #   longrun   bench/longrun.py                       -> longrun-h200.json, longrun.txt
 #   attribution bench/attribution.py (ATTRIBUTION_ARGS, e.g. "--model compiled --recipes
@@ -113,7 +114,8 @@ for step in $STEPS; do
     tests) step_tests ;;
     upstream) step_upstream ;;
     overhead) bench_step overhead "${OVERHEAD_TIMEOUT:-300}" python3 bench/overhead.py --rounds "$ROUNDS" --reps 2 ${OVERHEAD_ARGS:-} ;;
-    models) bench_step models "${MODELS_TIMEOUT:-540}" python3 bench/models.py --rounds "$ROUNDS" ${MODELS_ARGS:-} ;;
+    models) bench_step models "${MODELS_TIMEOUT:-540}" python3 bench/models.py --rounds "$ROUNDS" \
+              ${MODELS_CASES:+--cases "$MODELS_CASES"} ${MODELS_ARGS:-} ;;
     threads) bench_step threads "${THREADS_TIMEOUT:-540}" python3 bench/threads.py --threads "${THREADS:-4,8,16}" \
                --rounds "$ROUNDS" ${THREADS_ARGS:-} ;;
     pyspy) step_pyspy ;;
