@@ -66,10 +66,17 @@ def python_node(skip: int = 1) -> int:
     f = sys._getframe(skip)
     while f is not None and f.f_code.co_filename.startswith(_BACKENDS_DIR):
         f = f.f_back
-    if f is None:   # a thread with no Python frame (autograd's, CUPTI's): the root and its state
-        ctx = threads.tls.__dict__.get("ctx")
-        st = None if ctx is None else ctx.state
-        return callpath.ROOT if st is None else callpath.child(callpath.ROOT, st)
+    # a thread with no Python frame (autograd's, CUPTI's) walks nothing: the root (the walk
+    # still runs when the thread walked frames before, to forget them)
+    node = _frames_node(f) if f is not None or _py.__dict__.get("walk") else callpath.ROOT
+    ctx = threads.tls.__dict__.get("ctx")   # no AttributeError raised (and caught) on a thread without one
+    st = None if ctx is None else ctx.state
+    return node if st is None else callpath.child(node, st)
+
+
+def _frames_node(f) -> int:
+    """The trie node of frame ``f`` and its callers (None: the root), the walk of
+    :func:`python_node`; the frames of the thread's last walk no longer on the stack are forgotten."""
     walk = _py.__dict__.get("walk")
     if walk is None:
         walk = _py.walk = ([], {})
@@ -109,9 +116,7 @@ def python_node(skip: int = 1) -> int:
         at[fr] = (n, i, node)
         n += 1
         walked.append(fr)
-    ctx = threads.tls.__dict__.get("ctx")   # no AttributeError raised (and caught) on a thread without one
-    st = None if ctx is None else ctx.state
-    return node if st is None else callpath.child(node, st)
+    return node
 
 
 def enter(ctx, name: str, sid: int):
