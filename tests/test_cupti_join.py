@@ -104,3 +104,16 @@ def test_each_kernel_name_pointer_is_read_once():
         fake.launch("a")
     backend.stop()
     assert len(reads) == 2 and len(sink.rows()) == 300
+
+
+def test_a_batch_mixing_known_and_new_name_pointers_names_every_kernel_by_its_own_pointer():
+    from proton_ctypes.backends.nvidia.join import Joiner
+    names = {0x7F00_0000_0010: "gemm", 0x7F00_0000_0020: "softmax", 0xFFFF_FFFF_FFFF_FF00: "high_bits",
+             0x10: "low"}
+    reads = []
+    joiner = Joiner(name_reader=lambda ptr: reads.append(ptr) or names[ptr])
+    first = np.array([0x7F00_0000_0020, 0x7F00_0000_0010, 0x7F00_0000_0020], np.uint64)
+    second = np.array([0x10, 0x7F00_0000_0010, 0xFFFF_FFFF_FFFF_FF00, 0x7F00_0000_0020, 0, 0x10], np.uint64)
+    got = [strings.name_of(int(i)) for i in np.concatenate([joiner._name_ids(first), joiner._name_ids(second)])]
+    assert got == ["softmax", "gemm", "softmax", "low", "gemm", "high_bits", "softmax", "<unknown kernel>", "low"]
+    assert sorted(reads) == sorted(names)          # each pointer read once, the null one never

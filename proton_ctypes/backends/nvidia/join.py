@@ -104,7 +104,9 @@ class Joiner:
         self.ext = CorrTable({"corr": np.uint32, "ext": np.int64})
         self.py = CorrTable({"corr": np.uint32, "node": np.int64, "tid": np.int64, "t": np.int64})
         self._held = None
-        self._names = {}
+        #: every kernel-name pointer seen, sorted, and its interned name id (:meth:`_name_ids`)
+        self._known_ptrs = np.zeros(0, np.uint64)
+        self._known_ids = np.zeros(0, np.int32)
         self._newest_ns = 0
         #: lazy latency timestamps (:meth:`~proton_ctypes.backends.cupti.CuptiBackend.context_in_use`):
         #: kernels of known owner left unstamped get a launch time from their record
@@ -309,18 +311,27 @@ class Joiner:
             self.ext.keep(np.arange(len(self.ext)) >= len(self.ext) - MAX_PENDING_EXTERNAL)
 
     def _name_ids(self, pointers: np.ndarray) -> np.ndarray:
-        """Interned name ids for kernel-name pointers; each distinct pointer is read once."""
+        """Interned name ids for kernel-name pointers; each distinct pointer is read once.
+
+        The pointers seen so far are kept sorted (:attr:`_known_ptrs`), so a batch of known
+        names is one binary search per kernel over a handful of entries and a gather, not a
+        sort of the batch; only a batch with new pointers sorts its misses."""
         if pointers.size == 0:
             return np.zeros(0, np.int32)
-        uniq, inverse = np.unique(pointers, return_inverse=True)
-        ids = np.empty(uniq.size, np.int32)
-        cache = self._names
-        for i, ptr in enumerate(uniq.tolist()):
-            nid = cache.get(ptr)
-            if nid is None:
-                nid = cache[ptr] = strings.intern(self.name_reader(ptr) if ptr else "<unknown kernel>")
-            ids[i] = nid
-        return ids[inverse.reshape(-1)]
+        pointers = pointers.astype(np.uint64, copy=False)    # an int64 search key would compare as float
+        known, ids = self._known_ptrs, self._known_ids
+        if known.size:
+            pos = np.minimum(np.searchsorted(known, pointers), known.size - 1)
+            if bool((known[pos] == pointers).all()):
+                return ids[pos]
+        fresh = np.unique(pointers)
+        fresh = fresh[~np.isin(fresh, known)]
+        new_ids = np.array([strings.intern(self.name_reader(ptr) if ptr else "<unknown kernel>")
+                            for ptr in fresh.tolist()], np.int32)
+        merged = np.concatenate([known, fresh])
+        order = np.argsort(merged, kind="stable")
+        self._known_ptrs, self._known_ids = merged[order], np.concatenate([ids, new_ids])[order]
+        return self._known_ids[np.searchsorted(self._known_ptrs, pointers)]
 
 
 def _read_c_string(pointer: int) -> str:

@@ -219,7 +219,9 @@ class LaunchPositions:
             return st.kept
         parts = [st.kept]
         if n:
-            parts.append(np.fromiter(marks[:n], np.int64, n).reshape(-1, 2))
+            # straight from the list, no slice copy (whose increfs touch every int once more):
+            # only its first n items are read, and the owner thread only appends
+            parts.append(np.fromiter(marks, np.int64, n).reshape(-1, 2))
             del marks[:n]
         if s:
             parts.append(np.array(snaps[:s], np.int64).reshape(-1, 2))
