@@ -19,7 +19,10 @@ figure), ``ratio_to_proton``, ``finalize_s``, ``kernels`` counted in the written
 ``expected_kernels``, ``rss_growth_mb_per_million`` (the slope of resident memory after the first
 ``--warm-launches``, read off the floor of the samples, see :func:`slope_per_million`; the ``bare``
 row's is that of the bare loops, the launches' own growth with no profiler) and
-``flush_cpu_us_per_kernel``; for
+``flush_cpu_us_per_kernel``; ``us_per_launch_first_last_window`` (per round: the microseconds per launch
+of the first stretch of ``--sample-every`` launches after the first one, and of the last one; the
+JSON file keeps every stretch in ``us_per_launch_every_round``): whether a launch costs more late in
+a long run than early; for
 proton_ctypes also the scope-log entries its views hold at the end of the loop and its activity
 buffers then (``buffers_at_end``).
 
@@ -156,11 +159,13 @@ def _gpu_launcher():
     return (lambda: tiny[(1,)](buf)), torch.cuda.synchronize
 
 
-def _loop(scope, launch, launches: int, sample_every: int, samples: list) -> None:
+def _loop(scope, launch, launches: int, sample_every: int, samples: list, windows: list = None) -> None:
     """``launches`` launches, each in a ``layer`` scope, LAYERS per ``step`` scope (``scope`` None:
-    no scopes); a resident-memory sample every ``sample_every`` launches (between two steps)."""
+    no scopes); a resident-memory sample every ``sample_every`` launches (between two steps),
+    and, into ``windows``, the microseconds per launch of each such stretch."""
     done = 0
     while done < launches:
+        t0 = time.perf_counter()
         chunk = min(sample_every, launches - done)
         steps, rest = divmod(chunk, LAYERS)
         if scope is None:
@@ -178,6 +183,8 @@ def _loop(scope, launch, launches: int, sample_every: int, samples: list) -> Non
                         with scope("layer"):
                             launch()
         done += chunk
+        if windows is not None:
+            windows.append((time.perf_counter() - t0) / chunk * 1e6)
         samples.append((done, rss_mb()))
 
 
@@ -238,8 +245,9 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
         collector.start()
     cpu0 = thread_cpu_s()
     samples = [(0, rss_mb())]
+    windows = []
     t0 = time.perf_counter()
-    _loop(proton.scope, launch, launches, sample_every, samples)
+    _loop(proton.scope, launch, launches, sample_every, samples, windows)
     sync()
     wall_s = time.perf_counter() - t0
     cpu1 = thread_cpu_s()
@@ -265,12 +273,21 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     kernels = None if floor else count_kernels(out + ".hatchet", "tree")
     return {"impl": impl, "bare_s": bare_s, "bare_launches": bare_launches, "wall_s": wall_s,
             "finalize_s": finalize_s, "kernels": kernels, "expected": launches, "rss_samples": samples,
+            "us_per_launch_every_window": windows,
             "rss_growth_mb_per_million": slope_per_million(samples, warm),
             "bare_rss_growth_mb_per_million": slope_per_million(bare_samples,
                                                                 min(warm, bare_launches // BARE_WARM_PART)),
             "other_threads_cpu_s": others, "flush_cpu_us_per_kernel": others / max(kernels or launches, 1) * 1e6,
             "other_threads_cpu_s_by_name": by_name,
             "log_entries_at_end": entries, "buffers_at_end": buffers}
+
+
+def _first_last(windows: list) -> list:
+    """``[first, last]`` of a run's per-window microseconds per launch (the first window after the
+    warm-up when there are more than two): whether a launch costs more late in a long run."""
+    if not windows:
+        return []
+    return [round(windows[1 if len(windows) > 2 else 0], 3), round(windows[-1], 3)]
 
 
 def run(a) -> list:
@@ -328,9 +345,11 @@ def run(a) -> list:
             "log_entries_at_end": [x["log_entries_at_end"] for x in rs],
             "buffers_at_end": [x["buffers_at_end"] for x in rs],
             "other_threads_cpu_s_by_name": [x["other_threads_cpu_s_by_name"] for x in rs],
-            "rss_mb_every_round": [[(n, round(mb, 1)) for n, mb in x["rss_samples"]] for x in rs]})
+            "rss_mb_every_round": [[(n, round(mb, 1)) for n, mb in x["rss_samples"]] for x in rs],
+            "us_per_launch_every_round": [[round(us, 3) for us in x["us_per_launch_every_window"]] for x in rs],
+            "us_per_launch_first_last_window": [_first_last(x["us_per_launch_every_window"]) for x in rs]})
     for row in rows:
-        print(json.dumps({k: v for k, v in row.items() if k != "rss_mb_every_round"}))
+        print(json.dumps({k: v for k, v in row.items() if not k.endswith("_every_round")}))
     return rows
 
 
