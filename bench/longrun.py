@@ -22,7 +22,9 @@ row's is that of the bare loops, the launches' own growth with no profiler) and
 ``flush_cpu_us_per_kernel``; ``us_per_launch_first_last_window`` (per round: the microseconds per launch
 of the first stretch of ``--sample-every`` launches after the first one, and of the last one; the
 JSON file keeps every stretch in ``us_per_launch_every_round``): whether a launch costs more late in
-a long run than early; for
+a long run than early; ``launcher_cpu_overhead_us`` (the launching thread's own CPU per launch,
+profiled minus bare: what of ``overhead_us`` the thread spent computing rather than waiting, for
+the GIL or otherwise); for
 proton_ctypes also the scope-log entries its views hold at the end of the loop and its activity
 buffers then (``buffers_at_end``).
 
@@ -227,10 +229,10 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
         launch, sync = _gpu_launcher()
     on_cpu = backend in CPU_BACKENDS
     bare_samples = [(0, rss_mb())]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     _loop(None, (lambda: None) if on_cpu else launch, bare_launches, sample_every, bare_samples)
     sync()
-    bare_s = time.perf_counter() - t0
+    bare_s, bare_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     out = os.path.join(tempfile.mkdtemp(), "longrun")
     me = threading.get_native_id()
     floor = impl.startswith("floor:")
@@ -246,10 +248,10 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     cpu0 = thread_cpu_s()
     samples = [(0, rss_mb())]
     windows = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     _loop(proton.scope, launch, launches, sample_every, samples, windows)
     sync()
-    wall_s = time.perf_counter() - t0
+    wall_s, launcher_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     cpu1 = thread_cpu_s()
     names = thread_names()               # before finalize: the profiler's threads still live
     entries, buffers = None, None
@@ -273,7 +275,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     kernels = None if floor else count_kernels(out + ".hatchet", "tree")
     return {"impl": impl, "bare_s": bare_s, "bare_launches": bare_launches, "wall_s": wall_s,
             "finalize_s": finalize_s, "kernels": kernels, "expected": launches, "rss_samples": samples,
-            "us_per_launch_every_window": windows,
+            "us_per_launch_every_window": windows, "bare_cpu_s": bare_cpu_s, "launcher_cpu_s": launcher_cpu_s,
             "rss_growth_mb_per_million": slope_per_million(samples, warm),
             "bare_rss_growth_mb_per_million": slope_per_million(bare_samples,
                                                                 min(warm, bare_launches // BARE_WARM_PART)),
@@ -342,6 +344,8 @@ def run(a) -> list:
             "expected_kernels": a.launches,
             "rss_growth_mb_per_million": round(statistics.median(growth), 2) if growth else None,
             "flush_cpu_us_per_kernel": round(statistics.median([x["flush_cpu_us_per_kernel"] for x in rs]), 3),
+            "launcher_cpu_overhead_us": round(statistics.median(
+                [(x["launcher_cpu_s"] / x["expected"] - x["bare_cpu_s"] / x["bare_launches"]) * 1e6 for x in rs]), 3),
             "log_entries_at_end": [x["log_entries_at_end"] for x in rs],
             "buffers_at_end": [x["buffers_at_end"] for x in rs],
             "other_threads_cpu_s_by_name": [x["other_threads_cpu_s_by_name"] for x in rs],
