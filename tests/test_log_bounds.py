@@ -287,3 +287,31 @@ def test_the_mock_watermark_stays_at_the_oldest_held_row_of_a_late_thread(mock):
     assert per_thread == {me: first} and default > first and [len(b) for b in delivered] == [0, 0]
     mock.timed_flush()  # the hold is over: both rows, and the thread catches up
     assert [len(b) for b in delivered] == [0, 0, 2] and mock.delivered()[1] == {}
+
+
+def test_threads_that_ended_are_forgotten_once_their_kernels_are_in_and_none_is_lost(mock):
+    """Waves of short-lived launching threads (a server making a thread per request): what is
+    kept per thread goes once the thread ended and its kernels were delivered, so the loops
+    over every thread (each change of the active sessions, each trim) stay as short."""
+    waves, per_wave, launches = 30, 8, 5
+    proton.start("churn", backend="mock")
+    seen = 0
+    for w in range(waves):
+        def work(i, w=w):
+            with proton.scope(f"wave{w % 3}"):
+                for _ in range(launches):
+                    mock.launch("k")
+
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(per_wave)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        for _ in range(retention.TRIM_EVERY_BATCHES + 1):
+            mock.timed_flush()
+        with G.lock:
+            seen = max(seen, len(G.threads), len(G.views_by_tid))
+    assert seen <= 2 * per_wave + 2          # the live threads and one wave at most, not all waves
+    proton.finalize()
+    got = _counts("churn")
+    assert got == {f"wave{i}/k": waves // 3 * per_wave * launches for i in range(3)}

@@ -284,11 +284,8 @@ def destroy(s: Session) -> None:
 def _prune_views() -> None:
     live = set(G.sessions.values())
     for tid, views in list(G.views_by_tid.items()):
-        keep = [v for v in views if v.t1 is None or any(s in live for s in v.sessions)]
-        if keep:
-            G.views_by_tid[tid] = keep
-        else:
-            G.views_by_tid[tid] = []
+        G.views_by_tid[tid] = [v for v in views if v.t1 is None or any(s in live for s in v.sessions)]
+    threads.forget_ended()
 
 
 def _not_written(s: Session, e: OSError) -> OSError:

@@ -33,6 +33,7 @@ import time
 import numpy as np
 
 from .registry import G
+from .threads import forget_ended
 from ..tree.codes import FAR_FUTURE
 
 #: the sink trims after this many batches since its last trim ...
@@ -146,6 +147,7 @@ def trim() -> None:
                 G.views_by_tid[tid] = kept
         for s in sessions:
             _trim_windows(s, marks[id(s.backend)].floor())
+        forget_ended()
 
 
 def _trim_windows(s, floor: int) -> None:

@@ -103,6 +103,21 @@ def thread_ctx() -> ThreadCtx:
         return ctx
 
 
+def forget_ended() -> None:
+    """Forget the threads that ended and that nothing still to come can name (under ``G.lock``):
+    no view of theirs is left (a kernel of theirs still to come, or a capture point, keeps its
+    view, :mod:`.retention`) and no live session was started by them (other threads copy a
+    starter's stack).  A program that makes threads all day keeps only those that live, and
+    what loops over every thread (each change of the active sessions, each log trim) stays as
+    short.  A trace log of a forgotten thread goes once it is written out (:mod:`.trace_scopes`)."""
+    starters = {s.starter_tid for s in G.sessions.values()}
+    for tid, ctx in list(G.threads.items()):
+        if ctx.ended and tid not in starters and not G.views_by_tid.get(tid):
+            del G.threads[tid]
+    for tid in [t for t, views in G.views_by_tid.items() if not views and t not in G.threads]:
+        del G.views_by_tid[tid]
+
+
 def stack_of(ctx, session):
     """The (ids, top) that ``session`` currently has on thread ``ctx`` or None."""
     for v in ctx.views:
