@@ -64,6 +64,10 @@ else:
     #: CI: the random-program tests take about a minute in all
     settings.register_profile("ci", max_examples=300, stateful_step_count=50, deadline=None, database=None,
                               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    #: CI's second run of the suite, under the oldest triton supported (.ci/run): it is there for
+    #: what differs between triton versions, which the random programs' number does not touch
+    settings.register_profile("compat", max_examples=60, stateful_step_count=30, deadline=None, database=None,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     #: on demand (PROTON_CTYPES_HYPOTHESIS=long): many more and longer programs
     settings.register_profile("long", max_examples=1000, stateful_step_count=80, deadline=None, database=None,
                               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -278,7 +278,7 @@ def test_grouping_a_batch_by_table_or_by_sort_gives_what_np_unique_gives():
 
     from proton_ctypes.tree.kernels import group
 
-    @settings(max_examples=300, deadline=None)
+    @settings(deadline=None)
     @given(st.lists(st.integers(-2**40, 2**40), min_size=1, max_size=60),
            st.integers(-2**40, 2**40), st.integers(1, 200), st.booleans())
     def check(raw, offset, span, spread):

@@ -37,8 +37,6 @@ SCOPES = ("a", "b", "c")
 STATES = ("s", "t")
 KERNELS = ("k0", "k1")
 KEYS = ("m", "n (exc)", "v", "w (pty)", "flops", "bytes")
-#: examples of the random-program test (each runs twice)
-EXAMPLES = 500
 
 VALUES = st.one_of(st.integers(-50, 1000), st.floats(-100, 100, allow_nan=False),
                    st.lists(st.integers(-5, 5), min_size=2, max_size=2))
@@ -146,7 +144,7 @@ def _files(outdir):
     return out
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(deadline=None)     # as many examples as the hypothesis profile (tests/conftest.py) says; each runs twice
 @given(program=PROGRAMS)
 def test_random_programs_write_the_same_files_on_the_fast_and_the_general_path(program):
     with tempfile.TemporaryDirectory() as root:
