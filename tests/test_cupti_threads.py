@@ -108,6 +108,57 @@ def test_threads_that_come_and_go_lose_nothing_and_their_buffers_come_back(cupti
     assert settled <= python_threads + collector.RECLAIM_SLACK_BUFFERS
 
 
+def test_the_buffer_a_thread_held_when_it_ended_comes_back_at_once_and_its_state_goes(cupti):
+    """A thread that ended holds its last buffer with CUPTI until a flush: the collector flushes
+    as soon as it learns of the end, however few such buffers are out (a program making threads
+    all day would hold one per thread), and forgets the thread's positions and buffer."""
+    fake, backend = cupti
+    proton.start("ended", backend="cupti")
+    for wave in range(10):
+        _launch_from_threads(fake, 4, 20, together=False)
+        deadline = time.monotonic() + RECLAIM_WAIT_S
+        while (backend.pool.outstanding or backend.pool.gone) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert backend.pool.outstanding == 0 and not backend.pool.gone, wave
+        positions = backend.collector.positions
+        if positions is not None:               # launch positions: the ended threads are forgotten
+            assert not set(positions.threads) - {threading.get_native_id()}
+    proton.finalize()
+    root = read_tree("ended.hatchet")[0]
+    assert sum(_counts(root, 4)) == 10 * 4 * 20
+
+
+def test_no_buffer_memory_outlives_the_pool_when_threads_come_and_go(cupti, monkeypatch):
+    """What is left of an ended thread (its views, their clock) may wait for the garbage
+    collector; its last buffer must not wait with it: the pool's buffers are all the buffer
+    memory there is."""
+    import gc
+    import weakref
+    fake, backend = cupti
+    made = []
+    new_view = buffers.BufferPool._new_view
+
+    def tracked(pool):
+        view = new_view(pool)
+        made.append(weakref.ref(view))
+        return view
+    monkeypatch.setattr(buffers.BufferPool, "_new_view", tracked)
+    proton.start("memory", backend="cupti")
+    gc.disable()                    # the cycles of the ended threads' views stay, as between two passes
+    try:
+        for wave in range(10):
+            _launch_from_threads(fake, 4, 20, together=False)
+            deadline = time.monotonic() + RECLAIM_WAIT_S
+            while (backend.pool.outstanding or backend.pool.gone) and time.monotonic() < deadline:
+                time.sleep(0.005)
+        with backend.collector.lock:          # no drain in progress (its locals hold a buffer)
+            backend.pool.trim()
+            alive = sum(1 for ref in made if ref() is not None)
+            assert alive <= backend.pool.allocated, (alive, backend.pool.allocated, len(made))
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize("cupti", [{"max_buffers": 4}], indirect=True)
 def test_a_forced_ceiling_loses_records_and_says_how_many_in_one_line_and_in_the_file(cupti, capfd):
     fake, backend = cupti

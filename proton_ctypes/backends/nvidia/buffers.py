@@ -28,6 +28,11 @@ kernel record lies in a buffer requested by its launching thread, graph replays 
 autograd's thread included) and the time of the request (:meth:`BufferPool.held_since`:
 a thread's records older than its oldest buffer still out have all been handed back).
 
+A thread that ends may leave its last buffer with CUPTI until a flush: the pool learns of the
+end from the thread's own thread-local storage (:attr:`BufferPool.gone`) and wakes the consumer,
+which then has CUPTI hand the buffer back.  Buffers are mappings of their own, not malloc's, which
+would keep a buffer freed by a thread in that thread's arena.
+
 With launch positions (:attr:`BufferPool.positions`, :mod:`.positions`), every buffer CUPTI
 gets is all zeros (CUPTI gets all of it but a zero sentinel) and is numbered on its thread at
 the request; a parsed buffer that is still its thread's current one waits for that thread's
@@ -38,6 +43,7 @@ thread, after its parse), not at the request, which the launching thread pays in
 from __future__ import annotations
 
 import collections
+import mmap
 import os
 import threading
 import time
@@ -84,6 +90,25 @@ def buffer_limit_bytes(environ=None) -> int:
         return FALLBACK_LIMIT_BYTES
 
 
+class _Gone:
+    """Held only by a requesting thread's thread-local storage (:attr:`BufferPool._local`):
+    dropped when the thread ends, it notes the thread in :attr:`BufferPool.gone` and wakes the
+    consumer, which can then have CUPTI hand back the buffer the thread still holds (a program
+    making threads all day would otherwise hold one per thread until the next reclaim)."""
+
+    __slots__ = ("pool", "tid")
+
+    def __init__(self, pool: "BufferPool", tid: int):
+        self.pool, self.tid = pool, tid
+
+    def __del__(self):
+        try:
+            self.pool.gone.add(self.tid)
+            self.pool.wake.set()
+        except Exception:  # interpreter teardown
+            pass
+
+
 class BufferPool:
     """A pool of activity buffers plus the two ctypes callbacks CUPTI calls."""
 
@@ -122,6 +147,10 @@ class BufferPool:
         self.positions = None
         self._retired = {}                 # address -> view: parsed, still a thread's current buffer
         self._dirty = []                   # (address, view) recycled on a launching thread, to zero
+        #: native ids of the requesting threads that ended (:class:`_Gone`), until none of their
+        #: buffers is out any more (:meth:`forget_gone`)
+        self.gone = set()
+        self._local = threading.local()
         # The ctypes callbacks: keep references for the life of the process (CUPTI keeps the pointers).
         self.request_callback = BUFFER_REQUEST_FUNC(self._on_request)
         self.complete_callback = BUFFER_COMPLETE_FUNC(self._on_complete)
@@ -145,7 +174,11 @@ class BufferPool:
             p_size[0] = 0
         else:
             address = view.ctypes.data
-            self._owners[address] = (threading.get_native_id(), time.time_ns())
+            tid = threading.get_native_id()
+            self._owners[address] = (tid, time.time_ns())
+            if getattr(self._local, "gone", None) is None:    # the thread's first request
+                self.gone.discard(tid)     # a thread that ended had this native id before
+                self._local.gone = _Gone(self, tid)
             size = self.buffer_bytes
             positions = self.positions
             if positions is not None:
@@ -164,9 +197,11 @@ class BufferPool:
 
     # ------------------------------------------------------------------ used by the parser
     def _new_view(self) -> np.ndarray:
-        raw = np.zeros(self.buffer_bytes + ALIGNMENT, np.uint8)
-        pad = (-raw.ctypes.data) % ALIGNMENT
-        return raw[pad:pad + self.buffer_bytes]
+        """A new buffer: a private anonymous mapping of its own (page-aligned, zeroed by the kernel,
+        given back to the system when the last view of it goes).  Not malloc's: buffers are asked
+        for on the launching threads, and malloc keeps what a thread freed in that thread's
+        arena, so threads made and ended all day would leave memory behind them."""
+        return np.frombuffer(mmap.mmap(-1, self.buffer_bytes, mmap.MAP_PRIVATE), np.uint8)
 
     def _free_view(self, address: int, view: np.ndarray) -> None:
         """Put ``view`` on its free list, zeroed first (milliseconds: not under the lock)."""
@@ -249,11 +284,27 @@ class BufferPool:
                 # asked for on a launching thread: zeroed later, by the collector (:meth:`trim`)
                 self._dirty.append((address, view))
 
-    def recycle_ended(self) -> None:
-        """The retired buffers of threads that ended go back to the free lists."""
+    def recycle_ended(self, look: bool = True) -> None:
+        """The retired buffers of threads that ended go back to the free lists (``look``: also of
+        the threads ``/proc`` no longer lists, :meth:`.positions.LaunchPositions.ended_threads`)."""
         if self.positions is not None:
-            for address in self.positions.ended_threads():
+            for address in self.positions.ended_threads(look):
                 self._recycle(address)
+
+    def gone_holding(self) -> bool:
+        """Whether a thread that ended still holds a buffer (with CUPTI: only a flush returns it)."""
+        gone = self.gone
+        return bool(gone) and any(tid in gone for tid, _t in list(self._owners.values()))
+
+    def forget_gone(self) -> None:
+        """Forget the ended threads none of whose buffers is out any more (and, with launch
+        positions, whose positions are forgotten too)."""
+        if self.gone:
+            held = {tid for tid, _t in list(self._owners.values())}
+            positions = self.positions
+            if positions is not None:
+                held |= set(positions.threads)
+            self.gone -= {tid for tid in list(self.gone) if tid not in held}
 
     def use_positions(self, positions) -> None:
         """Place kernels by launch position from now on (``None``: no longer; every retired buffer
@@ -262,6 +313,8 @@ class BufferPool:
         if positions is None:
             for address in list(self._retired):
                 self._recycle(address)
+        else:
+            positions.gone = self.gone
 
     def trim(self) -> None:
         """Zero the buffers recycled on launching threads and free them; then free the buffers
@@ -294,7 +347,7 @@ class BufferPool:
     @property
     def allocated_bytes(self) -> int:
         """Bytes of buffer memory held now (pool buffers, free or out, plus spares)."""
-        return (self._allocated + len(self._spares)) * (self.buffer_bytes + ALIGNMENT)
+        return (self._allocated + len(self._spares)) * self.buffer_bytes
 
     @property
     def limit_bytes(self) -> int:

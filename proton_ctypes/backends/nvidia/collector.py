@@ -38,6 +38,9 @@ LOW_FREE_BUFFERS = 2
 RECLAIM_SLACK_BUFFERS = 8
 #: ... at most once per this many seconds.
 RECLAIM_INTERVAL_S = 1.0
+#: ... or, once a thread that ended holds a buffer (``BufferPool.gone_holding``), at most once per
+#: this many seconds: threads made and ended all the time would hold a buffer each till then
+RECLAIM_GONE_INTERVAL_S = 0.05
 #: The thread's wait between checks when nothing wakes it (no periodic flushing).
 IDLE_WAIT_S = 0.5
 #: With nothing to parse, the delivery watermark is still moved on (and the sink called with
@@ -149,6 +152,7 @@ class Collector:
             pass
         next_flush = time.monotonic() + interval
         next_reclaim = next_tick = time.monotonic() + RECLAIM_INTERVAL_S
+        next_gone_reclaim = 0.0
         wake, stop = self.pool.wake, self.stop_event
         while not stop.is_set():
             timeout = max(0.0, next_flush - time.monotonic()) if periodic else IDLE_WAIT_S
@@ -163,6 +167,10 @@ class Collector:
                     self.lib.flush_all()
                 elif now >= next_reclaim and self.reclaim_due():
                     next_reclaim = now + RECLAIM_INTERVAL_S
+                    self.reclaims += 1
+                    self.lib.flush_all()
+                elif now >= next_gone_reclaim and self.pool.gone_holding():
+                    next_gone_reclaim = now + RECLAIM_GONE_INTERVAL_S
                     self.reclaims += 1
                     self.lib.flush_all()
                 if periodic or self.parse_due():
@@ -246,8 +254,8 @@ class Collector:
                 self.lib.enable_latency_timestamps(True)
             if self.positions is not None:
                 self.positions.settle()
-                if idle:
-                    pool.recycle_ended()
+                pool.recycle_ended(look=idle)
+            pool.forget_gone()
             pool.trim()
             self.cupti_dropped += self.lib.dropped_records()
             self._check_api_records()

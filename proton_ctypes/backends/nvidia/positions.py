@@ -92,16 +92,25 @@ class LaunchPositions:
         self.buffers: Dict[int, tuple] = {}
         #: addresses parsed while still their thread's current buffer (recycled at its next request)
         self.retired = set()
+        #: native ids of threads that ended (the buffer pool's :attr:`~.buffers.BufferPool.gone`,
+        #: shared): a thread that is given such an id again takes it out (:meth:`_own`)
+        self.gone = set()
         self._lock = threading.Lock()
         self.clock = self._make_clock()
 
     # ------------------------------------------------------------------ the launching thread
+    def _own(self, tid: int) -> ThreadPositions:
+        """The positions of thread ``tid``, called from that thread, alive: made if need be, and
+        no longer among the ended ones (the id may have been a thread's that ended)."""
+        with self._lock:
+            st = self.threads.get(tid)
+            if st is None:
+                st = self.threads[tid] = ThreadPositions(tid)
+            self.gone.discard(tid)
+        return st
+
     def _state(self) -> ThreadPositions:
-        tid = threading.get_native_id()
-        st = self.threads.get(tid)
-        if st is None:
-            with self._lock:
-                st = self.threads.setdefault(tid, ThreadPositions(tid))
+        st = self._own(threading.get_native_id())
         self._local.state = st
         return st
 
@@ -128,11 +137,7 @@ class LaunchPositions:
     def thread_clock(self, tid: int):
         """:attr:`clock` bound to thread ``tid``'s positions (no thread-local lookup per call);
         only that thread may call it."""
-        st = self.threads.get(tid)
-        if st is None:
-            with self._lock:
-                st = self.threads.setdefault(tid, ThreadPositions(tid))
-        return self._make_clock(st)
+        return self._make_clock(self._own(tid))
 
     def _make_clock(self, bound: Optional[ThreadPositions] = None):
         local, step, state = self._local, self.step, self._state
@@ -259,16 +264,21 @@ class LaunchPositions:
                 return False
             return True
 
-    def ended_threads(self) -> list:
+    def ended_threads(self, look: bool = True) -> list:
         """Forget the threads that ended and whose buffers were all parsed; return their retired
-        buffers' addresses (to recycle)."""
+        buffers' addresses (to recycle).  A thread has ended when it is in :attr:`gone`, or, with
+        ``look`` (a syscall per thread: not at every parse), when ``/proc`` no longer lists it
+        (a thread whose Python state was never torn down)."""
         out = []
+        gone = self.gone
         with self._lock:
             pending = {tid for tid, _base in self.buffers.values()}
             for tid, st in list(self.threads.items()):
-                if tid in pending or os.path.exists(f"/proc/self/task/{tid}"):
+                if tid in pending or not (tid in gone or (look and not os.path.exists(f"/proc/self/task/{tid}"))):
                     continue
                 del self.threads[tid]
+                # the thread's clock may live on in its views until they go: not its buffer
+                st.buf = (_ZERO_VIEW, 0)
                 if st.address in self.retired:
                     self.retired.discard(st.address)
                     out.append(st.address)
