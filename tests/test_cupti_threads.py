@@ -199,14 +199,17 @@ def test_the_delivery_watermark_follows_each_threads_oldest_buffer_still_out():
     margin = collector.DELIVERY_MARGIN_NS
     t_before = time.time_ns()
     idle = []
+    launched, done = threading.Event(), threading.Event()
 
     def launch_once():
         fake.launch("k")
         idle.append(threading.get_native_id())
+        launched.set()
+        done.wait()      # alive and idle: its partly filled buffer stays out (an ended thread's comes back)
 
-    worker = threading.Thread(target=launch_once)     # its partly filled buffer stays out
+    worker = threading.Thread(target=launch_once)
     worker.start()
-    worker.join()
+    launched.wait()
     t_mid = time.time_ns()
     fake.launch("k")
     backend.collector.drain(hold=True)
@@ -215,6 +218,8 @@ def test_the_delivery_watermark_follows_each_threads_oldest_buffer_still_out():
     assert t_before - margin <= per_thread[idle[0]] <= t_mid - margin
     assert per_thread[threading.get_native_id()] >= t_mid - margin
     assert default >= t_mid - margin and max(per_thread.values()) <= default
+    done.set()
+    worker.join()
     backend.stop()
     default, per_thread = backend.delivered()
     assert per_thread == {} and default >= t_mid - margin
