@@ -128,6 +128,32 @@ def test_the_buffer_a_thread_held_when_it_ended_comes_back_at_once_and_its_state
     assert sum(_counts(root, 4)) == 10 * 4 * 20
 
 
+def test_a_buffer_a_flush_does_not_give_back_is_asked_for_once_not_every_moment(cupti, monkeypatch):
+    fake, backend = cupti
+    monkeypatch.setattr(collector, "IDLE_WAIT_S", 0.01)      # the collector looks often
+    proton.start("stuck", backend="cupti")
+    worker = threading.Thread(target=fake.launch, args=("k",))
+    worker.start()
+    worker.join()
+    stuck = {owner: buf for owner, buf in fake._bufs.items()}      # the ended thread's buffer
+    flush = fake.cuptiActivityFlushAll
+
+    def flush_keeping_it(flag):                # a CUPTI that keeps that buffer whatever we ask
+        with fake._lock:
+            for owner in stuck:
+                fake._bufs.pop(owner, None)
+        try:
+            return flush(flag)
+        finally:
+            with fake._lock:
+                fake._bufs.update(stuck)
+    monkeypatch.setattr(fake, "cuptiActivityFlushAll", flush_keeping_it)
+    before = backend.collector.reclaims
+    time.sleep(20 * collector.RECLAIM_GONE_INTERVAL_S)
+    assert backend.collector.reclaims - before <= 1
+    monkeypatch.setattr(fake, "cuptiActivityFlushAll", flush)
+
+
 def test_no_buffer_memory_outlives_the_pool_when_threads_come_and_go(cupti, monkeypatch):
     """What is left of an ended thread (its views, their clock) may wait for the garbage
     collector; its last buffer must not wait with it: the pool's buffers are all the buffer

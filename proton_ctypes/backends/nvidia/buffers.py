@@ -291,10 +291,12 @@ class BufferPool:
             for address in self.positions.ended_threads(look):
                 self._recycle(address)
 
-    def gone_holding(self) -> bool:
-        """Whether a thread that ended still holds a buffer (with CUPTI: only a flush returns it)."""
+    def gone_holding(self) -> set:
+        """The threads that ended and still hold a buffer (with CUPTI: only a flush returns it)."""
         gone = self.gone
-        return bool(gone) and any(tid in gone for tid, _t in list(self._owners.values()))
+        if not gone:
+            return set()
+        return {tid for tid, _t in list(self._owners.values()) if tid in gone}
 
     def forget_gone(self) -> None:
         """Forget the ended threads none of whose buffers is out any more (and, with launch

@@ -39,7 +39,8 @@ RECLAIM_SLACK_BUFFERS = 8
 #: ... at most once per this many seconds.
 RECLAIM_INTERVAL_S = 1.0
 #: ... or, once a thread that ended holds a buffer (``BufferPool.gone_holding``), at most once per
-#: this many seconds: threads made and ended all the time would hold a buffer each till then
+#: this many seconds: threads made and ended all the time would hold a buffer each till then.
+#: Once per ended thread: a buffer a flush did not give back waits for the reclaim above.
 RECLAIM_GONE_INTERVAL_S = 0.05
 #: The thread's wait between checks when nothing wakes it (no periodic flushing).
 IDLE_WAIT_S = 0.5
@@ -152,7 +153,7 @@ class Collector:
             pass
         next_flush = time.monotonic() + interval
         next_reclaim = next_tick = time.monotonic() + RECLAIM_INTERVAL_S
-        next_gone_reclaim = 0.0
+        next_gone_reclaim, flushed_for = 0.0, set()
         wake, stop = self.pool.wake, self.stop_event
         while not stop.is_set():
             timeout = max(0.0, next_flush - time.monotonic()) if periodic else IDLE_WAIT_S
@@ -169,8 +170,9 @@ class Collector:
                     next_reclaim = now + RECLAIM_INTERVAL_S
                     self.reclaims += 1
                     self.lib.flush_all()
-                elif now >= next_gone_reclaim and self.pool.gone_holding():
+                elif now >= next_gone_reclaim and (held_by_gone := self.pool.gone_holding()) - flushed_for:
                     next_gone_reclaim = now + RECLAIM_GONE_INTERVAL_S
+                    flushed_for = held_by_gone
                     self.reclaims += 1
                     self.lib.flush_all()
                 if periodic or self.parse_due():
