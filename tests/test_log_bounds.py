@@ -315,3 +315,31 @@ def test_threads_that_ended_are_forgotten_once_their_kernels_are_in_and_none_is_
     proton.finalize()
     got = _counts("churn")
     assert got == {f"wave{i}/k": waves // 3 * per_wave * launches for i in range(3)}
+
+
+def test_threads_without_scopes_that_ended_leave_no_first_context_behind(mock, monkeypatch):
+    """Each scope-less launching thread takes the starter's context at its first launch (as
+    autograd's does); a thread per request would keep one such entry per thread for the
+    session's life.  Once a thread ended and its kernels are in, its entry goes; kernels keep
+    their paths, and a new thread takes the starter's context of its own first launch."""
+    monkeypatch.setattr(retention, "LOOK_INTERVAL_S", 0.0)
+    monkeypatch.setattr(retention, "_next_look", [0.0])    # an earlier test may have just looked
+    sid = proton.start("requests", backend="mock")
+    waves, per_wave = 12, 5
+    most = 0
+    for w in range(waves):
+        with proton.scope(f"phase{w % 2}"):
+            ts = [threading.Thread(target=mock.launch, args=("k",)) for _ in range(per_wave)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            mock.launch("main")
+        for _ in range(retention.TRIM_EVERY_BATCHES + 1):
+            mock.timed_flush()
+        most = max(most, len(G.sessions[sid].first_context))
+    assert most <= 2 * per_wave
+    proton.finalize()
+    half = waves // 2 * per_wave
+    assert _counts("requests") == {"phase0/k": half, "phase1/k": half, "phase0/main": waves // 2,
+                                   "phase1/main": waves // 2}

@@ -19,7 +19,9 @@ before which every kernel has reached the sink.  :func:`trim` keeps, of each vie
 A *retired* view (``t1`` set, its nodes already merged into its phases) whose ``t1`` is at
 or before that bound and that holds no capture point is dropped from ``G.views_by_tid``:
 no kernel to come falls in it.  The closed active windows of a session that end before
-every thread's watermark go as well.
+every thread's watermark go as well, and so do the starter contexts taken by launching threads
+that ended once their kernels are in (:func:`_forget_ended_launchers`); threads that ended and
+hold nothing more are forgotten (:func:`.threads.forget_ended`).
 
 :func:`trim` runs in the sink, on the backend's collector thread, at most every
 :data:`TRIM_EVERY_BATCHES` batches or :data:`TRIM_INTERVAL_S` seconds (:class:`Pacer`), and
@@ -28,6 +30,7 @@ safe against that).
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -35,6 +38,15 @@ import numpy as np
 from .registry import G
 from .threads import forget_ended
 from ..tree.codes import FAR_FUTURE
+
+#: how often :func:`trim` looks in :data:`TASKS` for the launching threads that ended among those
+#: of ``Session.first_context`` (a syscall per thread)
+LOOK_INTERVAL_S = 1.0
+#: where Linux lists the threads of this process by native id
+TASKS = "/proc/self/task"
+#: native id -> ``time_ns`` a thread of ``Session.first_context`` was first seen ended
+_ended_at: dict = {}
+_next_look = [0.0]
 
 #: the sink trims after this many batches since its last trim ...
 TRIM_EVERY_BATCHES = 8
@@ -147,7 +159,34 @@ def trim() -> None:
                 G.views_by_tid[tid] = kept
         for s in sessions:
             _trim_windows(s, marks[id(s.backend)].floor())
+        _forget_ended_launchers(sessions, marks)
         forget_ended()
+
+
+def _forget_ended_launchers(sessions, marks: dict) -> None:
+    """Drop the ``first_context`` entries (:func:`.attribution.context_codes`) of the threads that
+    ended, once all their kernels are in: a program making a thread per request would keep one
+    per thread, and a thread given the same native id later would inherit it rather than copy
+    the starter's stack at its own first launch.  Such threads run no code of ours, so they are
+    looked up in :data:`TASKS`, at most every :data:`LOOK_INTERVAL_S`; unknown threads (id -1)
+    keep theirs."""
+    known = set()
+    for s in sessions:
+        known.update(tid for tid in s.first_context if tid >= 0)
+    for tid in [t for t in _ended_at if t not in known]:
+        del _ended_at[tid]
+    now = time.monotonic()
+    if known and now >= _next_look[0] and os.path.isdir(TASKS):
+        _next_look[0] = now + LOOK_INTERVAL_S
+        seen = time.time_ns()
+        for tid in known:
+            if tid not in _ended_at and not os.path.exists(f"{TASKS}/{tid}"):
+                _ended_at[tid] = seen
+    for tid, seen in list(_ended_at.items()):
+        if all(marks[id(s.backend)].of(tid) >= seen for s in sessions if tid in s.first_context):
+            for s in sessions:
+                s.first_context.pop(tid, None)
+            del _ended_at[tid]
 
 
 def _trim_windows(s, floor: int) -> None:
