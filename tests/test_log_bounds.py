@@ -289,6 +289,15 @@ def test_the_mock_watermark_stays_at_the_oldest_held_row_of_a_late_thread(mock):
     assert [len(b) for b in delivered] == [0, 0, 2] and mock.delivered()[1] == {}
 
 
+def _run_threads(work, n: int) -> None:
+    """``work(i)`` on ``n`` new threads at once; returns when all have ended."""
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 def test_threads_that_ended_are_forgotten_once_their_kernels_are_in_and_none_is_lost(mock):
     """Waves of short-lived launching threads (a server making a thread per request): what is
     kept per thread goes once the thread ended and its kernels were delivered, so the loops
@@ -302,11 +311,7 @@ def test_threads_that_ended_are_forgotten_once_their_kernels_are_in_and_none_is_
                 for _ in range(launches):
                     mock.launch("k")
 
-        ts = [threading.Thread(target=work, args=(i,)) for i in range(per_wave)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        _run_threads(work, per_wave)
         for _ in range(retention.TRIM_EVERY_BATCHES + 1):
             mock.timed_flush()
         with G.lock:
@@ -323,17 +328,13 @@ def test_threads_without_scopes_that_ended_leave_no_first_context_behind(mock, m
     session's life.  Once a thread ended and its kernels are in, its entry goes; kernels keep
     their paths, and a new thread takes the starter's context of its own first launch."""
     monkeypatch.setattr(retention, "LOOK_INTERVAL_S", 0.0)
-    monkeypatch.setattr(retention, "_next_look", [0.0])    # an earlier test may have just looked
+    monkeypatch.setattr(retention._ended, "next_look", 0.0)    # an earlier test may have just looked
     sid = proton.start("requests", backend="mock")
     waves, per_wave = 12, 5
     most = 0
     for w in range(waves):
         with proton.scope(f"phase{w % 2}"):
-            ts = [threading.Thread(target=mock.launch, args=("k",)) for _ in range(per_wave)]
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
+            _run_threads(lambda i: mock.launch("k"), per_wave)
             mock.launch("main")
         for _ in range(retention.TRIM_EVERY_BATCHES + 1):
             mock.timed_flush()

@@ -30,23 +30,30 @@ safe against that).
 """
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
 
+from .. import _tasks as tasks
 from .registry import G
 from .threads import forget_ended
 from ..tree.codes import FAR_FUTURE
 
-#: how often :func:`trim` looks in :data:`TASKS` for the launching threads that ended among those
-#: of ``Session.first_context`` (a syscall per thread)
+#: how often :func:`trim` looks for the launching threads that ended among those of
+#: ``Session.first_context`` (:func:`proton_ctypes._tasks.ended`: a syscall per thread)
 LOOK_INTERVAL_S = 1.0
-#: where Linux lists the threads of this process by native id
-TASKS = "/proc/self/task"
-#: native id -> ``time_ns`` a thread of ``Session.first_context`` was first seen ended
-_ended_at: dict = {}
-_next_look = [0.0]
+
+
+class _EndedLaunchers:
+    """The threads of ``Session.first_context`` seen ended (native id -> ``time_ns`` first seen
+    so) and when :func:`_forget_ended_launchers` looks next (``time.monotonic``)."""
+
+    def __init__(self):
+        self.seen_at: dict = {}
+        self.next_look = 0.0
+
+
+_ended = _EndedLaunchers()
 
 #: the sink trims after this many batches since its last trim ...
 TRIM_EVERY_BATCHES = 8
@@ -168,25 +175,26 @@ def _forget_ended_launchers(sessions, marks: dict) -> None:
     ended, once all their kernels are in: a program making a thread per request would keep one
     per thread, and a thread given the same native id later would inherit it rather than copy
     the starter's stack at its own first launch.  Such threads run no code of ours, so they are
-    looked up in :data:`TASKS`, at most every :data:`LOOK_INTERVAL_S`; unknown threads (id -1)
-    keep theirs."""
+    looked up (:mod:`proton_ctypes._tasks`) at most every :data:`LOOK_INTERVAL_S`; unknown
+    threads (id -1) keep theirs."""
+    seen_at = _ended.seen_at
     known = set()
     for s in sessions:
         known.update(tid for tid in s.first_context if tid >= 0)
-    for tid in [t for t in _ended_at if t not in known]:
-        del _ended_at[tid]
+    for tid in [t for t in seen_at if t not in known]:
+        del seen_at[tid]
     now = time.monotonic()
-    if known and now >= _next_look[0] and os.path.isdir(TASKS):
-        _next_look[0] = now + LOOK_INTERVAL_S
+    if known and now >= _ended.next_look and tasks.can_tell():
+        _ended.next_look = now + LOOK_INTERVAL_S
         seen = time.time_ns()
-        for tid in known:
-            if tid not in _ended_at and not os.path.exists(f"{TASKS}/{tid}"):
-                _ended_at[tid] = seen
-    for tid, seen in list(_ended_at.items()):
+        for tid in known - set(seen_at):
+            if tasks.ended(tid):
+                seen_at[tid] = seen
+    for tid, seen in list(seen_at.items()):
         if all(marks[id(s.backend)].of(tid) >= seen for s in sessions if tid in s.first_context):
             for s in sessions:
                 s.first_context.pop(tid, None)
-            del _ended_at[tid]
+            del seen_at[tid]
 
 
 def _trim_windows(s, floor: int) -> None:

@@ -29,12 +29,13 @@ still current for its thread is not recycled when parsed; it is at the thread's 
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Dict, List, Optional
 
 import numpy as np
+
+from ... import _tasks as tasks
 
 #: bytes of every buffer never handed to CUPTI: a zero word always ends a thread's scan
 SENTINEL_BYTES = 8
@@ -267,14 +268,14 @@ class LaunchPositions:
     def ended_threads(self, look: bool = True) -> list:
         """Forget the threads that ended and whose buffers were all parsed; return their retired
         buffers' addresses (to recycle).  A thread has ended when it is in :attr:`gone`, or, with
-        ``look`` (a syscall per thread: not at every parse), when ``/proc`` no longer lists it
+        ``look`` (a syscall per thread: not at every parse), when Linux no longer lists it
         (a thread whose Python state was never torn down)."""
         out = []
         gone = self.gone
         with self._lock:
             pending = {tid for tid, _base in self.buffers.values()}
             for tid, st in list(self.threads.items()):
-                if tid in pending or not (tid in gone or (look and not os.path.exists(f"/proc/self/task/{tid}"))):
+                if tid in pending or not (tid in gone or (look and tasks.ended(tid))):
                     continue
                 del self.threads[tid]
                 # the thread's clock may live on in its views until they go: not its buffer
