@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from .. import _tasks as tasks
+from .._tasks import can_tell, ended
 from .registry import G
 from .threads import forget_ended
 from ..tree.codes import FAR_FUTURE
@@ -184,11 +184,11 @@ def _forget_ended_launchers(sessions, marks: dict) -> None:
     for tid in [t for t in seen_at if t not in known]:
         del seen_at[tid]
     now = time.monotonic()
-    if known and now >= _ended.next_look and tasks.can_tell():
+    if known and now >= _ended.next_look and can_tell():
         _ended.next_look = now + LOOK_INTERVAL_S
         seen = time.time_ns()
         for tid in known - set(seen_at):
-            if tasks.ended(tid):
+            if ended(tid):
                 seen_at[tid] = seen
     for tid, seen in list(seen_at.items()):
         if all(marks[id(s.backend)].of(tid) >= seen for s in sessions if tid in s.first_context):

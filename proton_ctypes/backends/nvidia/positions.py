@@ -35,7 +35,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ... import _tasks as tasks
+from ..._tasks import ended
 
 #: bytes of every buffer never handed to CUPTI: a zero word always ends a thread's scan
 SENTINEL_BYTES = 8
@@ -275,7 +275,7 @@ class LaunchPositions:
         with self._lock:
             pending = {tid for tid, _base in self.buffers.values()}
             for tid, st in list(self.threads.items()):
-                if tid in pending or not (tid in gone or (look and tasks.ended(tid))):
+                if tid in pending or not (tid in gone or (look and ended(tid))):
                     continue
                 del self.threads[tid]
                 # the thread's clock may live on in its views until they go: not its buffer
