@@ -6,8 +6,9 @@ Run on the H200 (one invocation does everything)::
 
 Each thread launches a tiny Triton kernel ``--launches`` times, each launch inside
 ``with scope("step")``.  Each (implementation, data) pair runs in its own process
-(``--worker``), and that process first times a bare run of the same threads (no profiler,
-no scope), so every profiled figure is paired with a bare one of the same process; the
+(``--worker``), and that process times a bare run of the same threads (no profiler, no scope)
+before and after the profiled one, so every profiled figure is paired with the mean of two
+bare ones of the same process; the
 processes alternate round by round (the order rotates).  Per run the worker reports the
 wall time of the threaded loop (synchronised), the ``finalize`` time, the kernels counted
 in the written file (a profiler that loses kernels cannot look fast) and the growth of the
@@ -80,7 +81,9 @@ def _peak_rss_kb() -> int:
 
 
 def worker(impl: str, data: str, threads: int, launches: int, waves: int = 1) -> dict:
-    """One process: a bare threaded run, then the profiled one; returns the figures.
+    """One process: a bare threaded run, the profiled one, and a bare one again; returns the
+    figures, ``bare_s`` the mean of the two bare runs (a bare run of several threads varies by a
+    third from one to the next on the H100, more than the profiled runs do).
 
     ``waves`` > 1: a churning pool -- the ``launches`` of each thread slot are spread over
     ``waves`` short-lived threads started one wave after the other while the session runs."""
@@ -118,7 +121,7 @@ def worker(impl: str, data: str, threads: int, launches: int, waves: int = 1) ->
         for _ in range(per_wave):
             tiny[(1,)](buf)
 
-    bare_s = run(bare)
+    bare_before = run(bare)
     proton = _profiler(impl)
     scope = proton.scope
     out = os.path.join(tempfile.mkdtemp(), "threads")
@@ -136,9 +139,12 @@ def worker(impl: str, data: str, threads: int, launches: int, waves: int = 1) ->
     t0 = time.perf_counter()
     proton.finalize()
     finalize_s = time.perf_counter() - t0
+    bare_after = run(bare)
+    bare_s = (bare_before + bare_after) / 2
     path = out + (".hatchet" if data == "tree" else ".chrome_trace")
     kernels = None if impl.startswith("floor:") else count_kernels(path, data)   # a floor writes no file
-    return {"impl": impl, "data": data, "bare_s": bare_s, "wall_s": wall_s, "finalize_s": finalize_s,
+    return {"impl": impl, "data": data, "bare_s": bare_s, "bare_before_after_s": [bare_before, bare_after],
+            "wall_s": wall_s, "finalize_s": finalize_s,
             "kernels": kernels, "expected": threads * per_wave * waves,
             "rss_growth_mb": (rss1 - rss0) / 1024.0}
 
