@@ -8,8 +8,7 @@ Each thread launches a tiny Triton kernel ``--launches`` times, each launch insi
 ``with scope("step")``.  Each (implementation, data) pair runs in its own process
 (``--worker``), and that process times a bare run of the same threads (no profiler, no scope)
 before and after the profiled one, so every profiled figure is paired with the mean of two
-bare ones of the same process; the
-processes alternate round by round (the order rotates).  Per run the worker reports the
+bare ones of the same process; the processes alternate round by round (the order rotates).  Per run the worker reports the
 wall time of the threaded loop (synchronised), the ``finalize`` time, the kernels counted
 in the written file (a profiler that loses kernels cannot look fast) and the growth of the
 process's peak resident memory during the profiled loop.
