@@ -34,6 +34,10 @@ every call path (random seeds fixed).  Two diagnostics say where a cost went:
 on the GPU, or only spread out?), and ``other_threads_cpu_overhead_us``, per thread name the CPU
 µs per step the process's other threads spent in profiled chunks minus in bare ones (the
 profiler's collector, CUPTI's threads, autograd's launching thread).
+``bare_after_sessions_minus_before_us``: the bare chunks after the first session minus the one
+before any, per step (median over rounds): a profiler that leaves a cost behind after
+``finalize`` (Proton detaches CUPTI at every stop, proton_ctypes keeps it attached and idle)
+would show it there, and would look cheaper than it is by about half of it.
 
 ``--impls`` may add ``floor:kernels`` and ``floor:ours`` (``bench/cupti_floor.py``): CUPTI's
 kernel records with no profiler, the floor under every CUPTI profiler, and the CUPTI
@@ -169,6 +173,7 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
                "warm_steps": SESSION_WARM_STEPS, "paths": {}, "metrics": [], "kernel_ns": [],
                "threads_cpu_s": [], "bare_threads_cpu_s": []}
         bare_before = timed(bare_step, per_chunk)
+        res["bare_chunks_s"] = [bare_before]
         bare_cpu_before = cpu[0]
         res["bare_threads_cpu_s"].append(cpu[1])
         for k in range(chunks):
@@ -185,6 +190,7 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
             proton.finalize()
             res["finalize_s"].append(time.perf_counter() - t0)
             bare_after = timed(bare_step, per_chunk)
+            res["bare_chunks_s"].append(bare_after)
             res["bare_threads_cpu_s"].append(cpu[1])
             res["bare_s"].append((bare_before + bare_after) / 2)   # the bare chunks on either side
             res["bare_cpu_s"].append((bare_cpu_before + cpu[0]) / 2)
@@ -244,6 +250,14 @@ def _threads_over(rs: list) -> dict:
     return {n: round(prof.get(n, 0.0) - bare.get(n, 0.0), 1) for n in sorted(set(prof) | set(bare))}
 
 
+def _bare_drift(rs: list):
+    """Per step, the mean of a process's bare chunks after its first session minus its bare chunk
+    before any session: the median over processes, in µs (None without such chunks)."""
+    drift = [(statistics.mean(c[1:]) - c[0]) / x["steps"] * 1e6
+             for x in rs if len(c := x.get("bare_chunks_s", [])) > 1]
+    return round(statistics.median(drift), 1) if drift else None
+
+
 def summarize(runs: dict, cases: list) -> tuple:
     """Rows (bare, proton, proton_ctypes per case) and a list of path mismatches."""
     rows, mismatches = [], []
@@ -278,7 +292,8 @@ def summarize(runs: dict, cases: list) -> tuple:
                                            if impl in cpu_over and cpu_over.get("proton", 0) > 0 else None),
                    "session_first_steps_overhead_us": round(statistics.median(_warm(rs)), 1) if _warm(rs) else None,
                    "kernels": sum(rs[-1]["paths"].values()) if not floor else None, "expected_kernels": expected,
-                   "other_threads_cpu_overhead_us": _threads_over(rs)}
+                   "other_threads_cpu_overhead_us": _threads_over(rs),
+                   "bare_after_sessions_minus_before_us": _bare_drift(rs)}
             kernel_us = [k / 1e3 for x in rs for k in x.get("kernel_ns", [])]
             if kernel_us:      # did the kernels themselves take longer on the GPU under this profiler?
                 row["gpu_kernel_us_per_step"] = round(statistics.median(kernel_us), 1)

@@ -49,3 +49,11 @@ def test_other_threads_overhead_is_profiled_minus_bare_cpu_per_step_by_thread_na
     assert models._threads_over(rs) == {"autograd": 100.0, "collector": 100.0}
     assert models.other_threads_cpu_s({1: 1.0, 2: 2.0}, {1: 1.5, 2: 2.25, 3: 0.5}, {2: "a", 3: "a"}, me=1) == \
         {"a": 0.75}
+
+
+def test_a_cost_left_behind_after_finalize_shows_as_bare_chunks_after_minus_before_per_step():
+    # two processes, 10 steps a chunk: bare chunks after the sessions 1 ms and 3 ms slower
+    rs = [{"steps": 10, "bare_chunks_s": [1.000, 1.001, 1.001]},
+          {"steps": 10, "bare_chunks_s": [1.000, 1.002, 1.004]}]
+    assert models._bare_drift(rs) == 200.0          # median of 100 and 300 µs per step
+    assert models._bare_drift([{"steps": 10, "bare_chunks_s": [1.0]}]) is None

@@ -23,7 +23,9 @@
 #   apicost   bench/api_cost.py (CPU per call/launch/step; APICOST_ARGS, e.g. "--impls proton,proton_ctypes
 #             --context python")                    -> api_cost-h200.json, api_cost.txt
 #   probe     tests/gpu/$PROBE (default probe_latency_toggle.py: CUPTI latency timestamps switched on
-#             mid-session; probe_buffers_per_thread.py: what launch positions assume) -> probe.json
+#             mid-session; probe_buffers_per_thread.py: what launch positions assume;
+#             probe_after_stop.py: a launch's cost after a session ended, CUPTI attached or
+#             detached, and under Proton) -> probe.json
 #   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
 #             context="python" case under proton_ctypes), native frames, every thread (PYSPY_FLAGS
 #             replaces "--native --threads", e.g. "--gil --threads")
