@@ -11,7 +11,8 @@ H200 (2026-12-03) proton_ctypes' cross-process overheads exceeded its in-process
 Each variant runs in a child process of its own: bare launch loops (a tiny Triton kernel and a
 torch ``add_``) before any session, then a short session with scopes, ``finalize``, and the same
 loops again, alternating ``--reps`` times between a fresh session and the loops; per loop the
-median µs per launch before and after, and the launching thread's CPU per launch.
+median µs per launch before and after, and the launching thread's CPU per launch; per session
+its ``start`` and ``finalize`` times and its own µs per launch (what staying attached may save).
 
 Run: ``python tests/gpu/probe_after_stop.py [LAUNCHES] [REPS]`` on a GPU machine; prints one JSON
 document. Not a test: what it finds is what CUPTI does.
@@ -73,19 +74,27 @@ def child(module: str, launches: int, reps: int) -> dict:
     proton = importlib.import_module(module)
     after = {name: [] for name in loops}
     out = tempfile.mkdtemp()
-    stop_s = []
+    start_s, session_us, stop_s = [], [], []
     for r in range(reps):
+        t0 = time.perf_counter()
         proton.start(os.path.join(out, f"s{r}"))
+        start_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
         for _ in range(SESSION_LAUNCHES // 2):
             with proton.scope("window"):
                 loops["triton"]()
                 loops["torch"]()
+        sync()
+        session_us.append((time.perf_counter() - t0) / SESSION_LAUNCHES * 1e6)
         t0 = time.perf_counter()
         proton.finalize()
         stop_s.append(time.perf_counter() - t0)
         for name, fn in loops.items():
             after[name].append(_time(fn, sync, launches))
-    res = {"finalize_s": round(statistics.median(stop_s), 4)}
+    # what staying attached may save: a session's start, and its launches (the first ones
+    # included: CUPTI attached afresh may prepare each kernel again)
+    res = {"start_s": round(statistics.median(start_s), 4), "finalize_s": round(statistics.median(stop_s), 4),
+           "session_us_per_launch": [round(u, 3) for u in session_us]}
     for name in loops:
         b_wall = statistics.median(w for w, _ in before[name])
         a_wall = statistics.median(w for w, _ in after[name])
