@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -140,3 +141,36 @@ def test_asked_to_detach_cupti_every_stop_does_and_the_next_session_attaches_afr
     assert fake.calls["cuptiFinalize"] == 2
     assert sorted(strings.name_of(i) for i in sink.rows()["name_id"]) == ["first", "second"]
 
+
+
+#: how long the forked child of the test below may take (it blocked for good without the fix's reset)
+CHILD_DEADLINE_S = 10
+
+
+def test_a_forked_child_makes_no_cupti_call_at_its_exit_and_the_parent_loses_nothing():
+    # a child of fork() that ends normally runs the atexit handlers it inherited; CUPTI's
+    # state, CUPTI's threads and the collector belong to the parent, so the stop must not run there
+    backend, fake, sink = started_backend()
+    fake.launch("before")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            calls = dict(fake.calls)
+            backend._stop_at_exit()            # what the child's interpreter exit runs
+            os.write(write, b"none" if fake.calls == calls and not backend.running else b"called")
+        finally:
+            os._exit(0)
+    os.close(write)
+    deadline = time.monotonic() + CHILD_DEADLINE_S
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's exit blocked in the backend's stop")
+        time.sleep(0.01)
+    assert os.read(read, 16) == b"none"
+    os.close(read)
+    fake.launch("after")
+    backend.stop()
+    assert sorted(strings.name_of(i) for i in sink.rows()["name_id"]) == ["after", "before"]

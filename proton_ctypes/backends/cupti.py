@@ -56,6 +56,19 @@ PARSE_BATCH_ENV = "PROTON_CTYPES_PARSE_BATCH"
 _ACTIVE = []  # the CuptiBackend currently started in this process (CUPTI allows one subscriber)
 
 
+def _forget_after_fork() -> None:
+    """In a forked child, the backend its parent started is not running: CUPTI's state, its
+    threads and the collector stayed with the parent, so the stop at the child's exit must make
+    no call (it blocked there on a lock taken at the fork)."""
+    for backend in _ACTIVE:
+        backend.running = False
+    _ACTIVE.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 class CuptiBackend(Backend):
     """:class:`~.base.Backend` for NVIDIA GPUs through CUPTI's activity API."""
 
