@@ -116,6 +116,43 @@ def test_signal_writes_a_whole_profile_before_the_default_action(tmp_path, signa
     assert inner["frame"]["name"] == "inner" and inner["metrics"]["n"] > 0
 
 
+HELD_LOCK = """
+import os, signal, sys, threading, time
+sys.path.insert(0, os.path.join({repo!r}, "tests"))
+from fakes.fake_cupti import FakeCupti, FakeDriver
+import proton_ctypes as proton
+from proton_ctypes.backends import select
+from proton_ctypes.backends.cupti import CuptiBackend
+from proton_ctypes.core.registry import G
+fake = FakeCupti()
+select.register("cupti", lambda: CuptiBackend(lib=fake, driver=FakeDriver(fake)))
+handled = []
+signal.signal(signal.SIGTERM, lambda s, f: handled.append(s))
+proton.start("held", backend="cupti")
+with proton.scope("s"):
+    for _ in range(100):
+        fake.launch("k")
+t0 = time.monotonic()
+with G.lock:
+    # the collector parses what a flush hands back (at its next tick, within a second) and
+    # waits for this lock to deliver it, holding its own, which the signal's write needs
+    threading.Thread(target=fake.cuptiActivityFlushAll, args=(0,)).start()
+    time.sleep(1.5)
+    signal.raise_signal(signal.SIGTERM)
+    print("handler returned", handled, round(time.monotonic() - t0), flush=True)
+proton.finalize()
+"""
+
+
+def test_a_signal_while_the_program_holds_the_profilers_lock_neither_blocks_it_nor_loses_kernels(tmp_path):
+    r = run_py(tmp_path, HELD_LOCK.format(repo=REPO))
+    assert r.returncode == 0, r.stderr
+    assert "handler returned [15]" in r.stdout
+    tree = json.load(open(tmp_path / "held.hatchet"))
+    assert tree[0]["children"][0]["frame"]["name"] == "s"
+    assert tree[0]["children"][0]["children"][0]["metrics"]["count"] == 100
+
+
 def test_fifty_signals_at_random_points_leave_every_file_whole_or_absent(tmp_path):
     rng = random.Random(1234)
     for batch in range(25):
