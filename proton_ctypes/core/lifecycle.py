@@ -71,8 +71,11 @@ def _deliver_when_written(writer: threading.Thread, signum: int) -> None:
 def _on_signal(signum, frame):
     global _writer
     writer = _writer = threading.Thread(target=_write_all, name="proton_ctypes-signal", daemon=True)
-    writer.start()
-    if not _in_profiler(frame):
+    try:
+        writer.start()
+    except RuntimeError:        # no new thread at interpreter shutdown: write from here
+        _write_all()
+    if writer.is_alive() and not _in_profiler(frame):
         writer.join(SIGNAL_WRITE_WAIT_S)
     prev = _previous.get(signum)
     if callable(prev):
@@ -84,15 +87,18 @@ def _on_signal(signum, frame):
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     if writer.is_alive():
-        threading.Thread(target=_deliver_when_written, args=(writer, signum), daemon=True).start()
-        return None
+        try:
+            threading.Thread(target=_deliver_when_written, args=(writer, signum), daemon=True).start()
+            return None
+        except RuntimeError:    # interpreter shutdown: the writing has what the exit gives it
+            writer.join(EXIT_WRITE_WAIT_S)
     os.kill(os.getpid(), signum)
 
 
 def _at_exit():
     writer = _writer
-    if writer is not None:      # a signal's writing under way: a daemon thread, cut off at exit
-        writer.join(EXIT_WRITE_WAIT_S)
+    if writer is not None and writer.is_alive():   # a signal's writing under way: a daemon
+        writer.join(EXIT_WRITE_WAIT_S)              # thread, cut off at exit
     try:
         _finalize()
     except BaseException as e:
