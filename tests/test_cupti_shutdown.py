@@ -142,7 +142,6 @@ def test_asked_to_detach_cupti_every_stop_does_and_the_next_session_attaches_afr
     assert sorted(strings.name_of(i) for i in sink.rows()["name_id"]) == ["first", "second"]
 
 
-
 #: how long the forked child of the test below may take (it blocked for good without the fix's reset)
 CHILD_DEADLINE_S = 10
 
