@@ -140,6 +140,8 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
 def snapshot_all() -> None:
     """Write every live session as it stands now, keeping it alive; never raises."""
     for s in list(G.sessions.values()):
+        if s.finalized:         # finalized meanwhile (a signal's writing runs beside the program)
+            continue
         try:
             write(s, resolve_format(s, ""))
         except BaseException as e:  # the profiled program must not die of the profiler
