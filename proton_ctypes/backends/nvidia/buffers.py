@@ -291,22 +291,22 @@ class BufferPool:
             for address in self.positions.ended_threads(look):
                 self._recycle(address)
 
+    def _holders(self) -> set:
+        """The native ids of the threads with a buffer out."""
+        return {tid for tid, _t in list(self._owners.values())}
+
     def gone_holding(self) -> set:
         """The threads that ended and still hold a buffer (with CUPTI: only a flush returns it)."""
-        gone = self.gone
-        if not gone:
-            return set()
-        return {tid for tid, _t in list(self._owners.values()) if tid in gone}
+        return self.gone & self._holders() if self.gone else set()
 
     def forget_gone(self) -> None:
         """Forget the ended threads none of whose buffers is out any more (and, with launch
         positions, whose positions are forgotten too)."""
         if self.gone:
-            held = {tid for tid, _t in list(self._owners.values())}
-            positions = self.positions
-            if positions is not None:
-                held |= set(positions.threads)
-            self.gone -= {tid for tid in list(self.gone) if tid not in held}
+            held = self._holders()
+            if self.positions is not None:
+                held |= set(self.positions.threads)
+            self.gone -= self.gone - held
 
     def use_positions(self, positions) -> None:
         """Place kernels by launch position from now on (``None``: no longer; every retired buffer
