@@ -192,12 +192,14 @@ def _loop(scope, launch, launches: int, sample_every: int, samples: list, window
 
 def profile_drains(path: str):
     """``--profile-drains``: run every drain of our CUPTI collector under one cProfile profile;
-    returns the function that writes its 40 heaviest functions (by own time) to ``path``."""
+    returns the function that writes its 40 heaviest functions (by own time) to ``path``.  Times
+    are the collector thread's CPU (``time.thread_time``), not wall time: a numpy call that lets
+    the GIL go waits for the launching thread to give it back, which wall time would count."""
     import cProfile
     import pstats
     from proton_ctypes.backends.nvidia.collector import Collector
 
-    prof, drain = cProfile.Profile(), Collector.drain
+    prof, drain = cProfile.Profile(time.thread_time), Collector.drain
 
     def profiled(self, *args, **kwargs):
         prof.enable()

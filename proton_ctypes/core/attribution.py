@@ -121,22 +121,37 @@ def _names(rows: np.ndarray) -> np.ndarray:
     return names
 
 
+def _in_windows(session: Session, batch: np.ndarray, t: np.ndarray):
+    """The rows of ``batch`` (launch times ``t``) launched inside one of the session's active
+    windows, or None for none of them.  The common batch lies wholly inside the session's last
+    window: two reductions say so, with no search per row."""
+    on, off = session.win_on, session.win_off
+    if on and int(t.min()) >= on[-1] and int(t.max()) < off[-1]:
+        return batch
+    on = np.asarray(on, dtype=np.int64)
+    off = np.asarray(off, dtype=np.int64)
+    w = np.searchsorted(on, t, side="right") - 1
+    keep = (w >= 0) & (t < off[np.maximum(w, 0)])
+    if not keep.any():
+        return None
+    # np.compress: a boolean index of a structured array copies row by row (~7x slower)
+    return batch if keep.all() else np.compress(keep, batch)
+
+
 def ingest(session: Session, views_by_tid: dict, batch: np.ndarray) -> None:
     """Add the rows of ``batch`` (a kernel batch) that belong to ``session`` to its phases."""
     t = batch["launch_ns"]
     if len(t) == 0:
         return
-    on = np.asarray(session.win_on, dtype=np.int64)
-    off = np.asarray(session.win_off, dtype=np.int64)
-    w = np.searchsorted(on, t, side="right") - 1
-    keep = (w >= 0) & (t < off[np.maximum(w, 0)])
-    if not keep.any():
+    rows = _in_windows(session, batch, t)
+    if rows is None:
         return
-    # np.compress: a boolean index of a structured array copies row by row (~7x slower)
-    rows = batch if keep.all() else np.compress(keep, batch)
     knodes = tkernels.kernel_nodes(_row_codes(session, views_by_tid, rows), _names(rows))
-    phase = np.searchsorted(np.asarray(session.phase_t, dtype=np.int64), rows["launch_ns"], side="right") - 1
-    phase = np.maximum(phase, 0)
+    if len(session.phase_t) == 1:    # one phase (no data_phase yet): no search per row
+        phase = np.zeros(len(rows), dtype=np.int64)
+    else:
+        phase = np.searchsorted(np.asarray(session.phase_t, dtype=np.int64), rows["launch_ns"], side="right") - 1
+        phase = np.maximum(phase, 0)
     if session.data == "trace":
         tkernels.add_to_traces(session.phases, rows, knodes, phase, _trace_lanes(session, rows))
     else:
