@@ -220,7 +220,8 @@ def run_count(a, threads: int, launches: int) -> list:
             rows.append({"case": case, "impl": "bare", "floor": impl.split(":", 1)[1], "us_per_op": round(us, 3),
                          "overhead_us": round(overhead[(impl, data)], 3),
                          "ratio_to_proton": None if ratio is None else round(ratio, 3), "finalize_s": None,
-                         "kernels": None, "expected_kernels": n_ops, "rss_growth_mb": round(rss, 1)})
+                         "kernels": None, "expected_kernels": n_ops, "rss_growth_mb": round(rss, 1),
+                         "bare_before_after_s_every_round": [x.get("bare_before_after_s") for x in rs]})
             print(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
                   f"{'' if ratio is None else f'{ratio:9.2f}':>9s}")
             continue
@@ -231,7 +232,8 @@ def run_count(a, threads: int, launches: int) -> list:
                      "overhead_us": round(overhead[(impl, data)], 3),
                      "ratio_to_proton": None if ratio is None else round(ratio, 3), "finalize_s": round(fin, 4),
                      "kernels": kernels, "expected_kernels": n_ops, "kernels_every_round": [x["kernels"] for x in rs],
-                     "rss_growth_mb": round(rss, 1)})
+                     "rss_growth_mb": round(rss, 1),
+                     "bare_before_after_s_every_round": [x.get("bare_before_after_s") for x in rs]})
         print(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
               f"{'' if ratio is None else f'{ratio:9.2f}':>9s} {fin:10.3f} {kernels:>7d}/{n_ops:<7d} {rss:7.1f}")
     return rows

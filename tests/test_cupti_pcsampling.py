@@ -10,7 +10,6 @@ from fakes.fake_cupti import FakeDriver
 from fakes.fake_cupti_pcsampling import FakeCuptiPC
 from proton_ctypes.backends import select
 from proton_ctypes.backends.cupti import CuptiBackend
-from proton_ctypes.backends.nvidia.activity import FINALIZE_ENV
 from proton_ctypes.backends.nvidia.lib import CuptiError, load_cupti
 from proton_ctypes.backends.nvidia.pcsampling import METRIC_NAMES, PCSampler, pc_sampling_period
 
@@ -273,8 +272,7 @@ def test_launches_captured_into_a_graph_open_no_range_and_never_synchronise(fake
 
 
 
-def test_a_sampling_session_after_a_detach_of_cupti_samples_as_the_first_one(fake, monkeypatch):
-    monkeypatch.setenv(FINALIZE_ENV, "1")
+def test_a_sampling_session_after_a_detach_of_cupti_samples_as_the_first_one(fake):
     proton.start("plain", backend="cupti")
     fake.launch("k")
     proton.finalize()

@@ -121,15 +121,7 @@ def test_interpreter_exit_without_stop_is_clean():
     assert "Traceback" not in out.stderr
 
 
-def test_cupti_stays_attached_between_sessions_unless_asked():
-    backend, fake, sink = started_backend()
-    fake.launch("k")
-    backend.stop()
-    assert fake.calls.get("cuptiFinalize", 0) == 0
-
-
-def test_asked_to_detach_cupti_every_stop_does_and_the_next_session_attaches_afresh(monkeypatch):
-    monkeypatch.setenv(FINALIZE_ENV, "1")
+def test_cupti_is_detached_at_every_stop_and_the_next_session_attaches_afresh():
     backend, fake, sink = started_backend()
     fake.launch("first")
     backend.stop()
@@ -139,6 +131,19 @@ def test_asked_to_detach_cupti_every_stop_does_and_the_next_session_attaches_afr
     fake.launch("second")
     backend.stop()
     assert fake.calls["cuptiFinalize"] == 2
+    assert sorted(strings.name_of(i) for i in sink.rows()["name_id"]) == ["first", "second"]
+
+
+def test_asked_to_keep_cupti_attached_a_stop_leaves_it_and_the_next_session_loses_nothing(monkeypatch):
+    monkeypatch.setenv(FINALIZE_ENV, "0")
+    backend, fake, sink = started_backend()
+    fake.launch("first")
+    backend.stop()
+    assert fake.calls.get("cuptiFinalize", 0) == 0
+    backend.start(sink, NO_MODE)
+    fake.launch("second")
+    backend.stop()
+    assert fake.calls.get("cuptiFinalize", 0) == 0
     assert sorted(strings.name_of(i) for i in sink.rows()["name_id"]) == ["first", "second"]
 
 

@@ -47,7 +47,8 @@ KERNEL_RECORD_SOURCES = (LAUNCH_FROM_KERNEL, LAUNCH_FROM_POSITION)
 LAUNCH_SOURCE_ENV = "PROTON_CTYPES_LAUNCH_SOURCE"
 #: ``1``: latency timestamps wait for the first context change (:func:`lazy_timestamps`)
 LAZY_TIMESTAMPS_ENV = "PROTON_CTYPES_LAZY_TIMESTAMPS"
-#: ``1``: CUPTI is detached (``cuptiFinalize``) at every session's stop, as Proton does
+#: ``0``: CUPTI stays attached after a session's stop (by default it is detached, ``cuptiFinalize``,
+#: as Proton does: :func:`finalize_at_stop`)
 FINALIZE_ENV = "PROTON_CTYPES_CUPTI_FINALIZE"
 
 
@@ -110,12 +111,17 @@ def lazy_timestamps(environ=None) -> bool:
 
 
 def finalize_at_stop(environ=None) -> bool:
-    """Whether a session's stop detaches CUPTI (``PROTON_CTYPES_CUPTI_FINALIZE=1``), as Proton's
-    does. Off by default: every start switches on again all it needs, so nothing depends on it;
-    and detaching did not change what the one test it was tried for measures (a tiny kernel's PC
-    samples, ``docs/collection.md``)."""
+    """Whether a session's stop detaches CUPTI (``cuptiFinalize``), as Proton's does: yes unless
+    ``PROTON_CTYPES_CUPTI_FINALIZE=0``.
+
+    A CUPTI left attached, all its kinds and callbacks off, still costs every later launch of
+    the program: on an H100 +0.5 us per Triton launch and +0.8 us per torch launch of one
+    thread, and +6 us per launch with four launching threads (``tests/gpu/probe_after_stop.py``,
+    ``bench/threads.py``'s bare run after the profiled one; ``docs/collection.md``).  Staying
+    attached saves a start about 8 ms and a first session's launches some microseconds each:
+    what ``0`` is for, in a program that starts and stops sessions all the time."""
     env = os.environ if environ is None else environ
-    return env.get(FINALIZE_ENV, "").strip() == "1"
+    return env.get(FINALIZE_ENV, "").strip() != "0"
 
 
 def enable_activity(lib: CuptiLib, extcorr: bool, enabled: list, source: str = LAUNCH_FROM_API,
