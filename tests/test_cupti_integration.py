@@ -171,3 +171,23 @@ def test_finalize_does_not_wait_forever_on_a_batch_the_collector_is_delivering(t
     except subprocess.TimeoutExpired:
         pytest.fail("finalize and the collector thread wait for each other")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_cupti_is_detached_only_when_the_last_session_using_it_ends(fake_cupti):
+    first = proton.start("first", backend="cupti")
+    proton.start("second", backend="cupti")
+    with proton.scope("s"):
+        fake_cupti.launch("both")
+    proton.finalize(first)
+    assert fake_cupti.calls.get("cuptiFinalize", 0) == 0      # the second session still uses CUPTI
+    with proton.scope("s"):
+        fake_cupti.launch("second_only")
+    proton.finalize()
+    assert fake_cupti.calls["cuptiFinalize"] == 1
+    assert child_names(find(read_tree("first.hatchet")[0], "s")) == ["both"]
+    assert sorted(child_names(find(read_tree("second.hatchet")[0], "s"))) == ["both", "second_only"]
+    proton.start("third", backend="cupti")                     # attached afresh
+    fake_cupti.launch("third")
+    proton.finalize()
+    assert fake_cupti.calls["cuptiFinalize"] == 2
+    assert child_names(read_tree("third.hatchet")[0]) == ["third"]
