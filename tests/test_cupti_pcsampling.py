@@ -271,7 +271,6 @@ def test_launches_captured_into_a_graph_open_no_range_and_never_synchronise(fake
     proton.finalize()
 
 
-
 def test_a_sampling_session_after_a_detach_of_cupti_samples_as_the_first_one(fake):
     proton.start("plain", backend="cupti")
     fake.launch("k")

@@ -116,7 +116,7 @@ def finalize_at_stop(environ=None) -> bool:
 
     A CUPTI left attached, all its kinds and callbacks off, still costs every later launch of
     the program: on an H100 +0.5 us per Triton launch and +0.8 us per torch launch of one
-    thread, and +6 us per launch with four launching threads (``tests/gpu/probe_after_stop.py``,
+    thread, and +4 to +8 us per launch with four launching threads (``tests/gpu/probe_after_stop.py``,
     ``bench/threads.py``'s bare run after the profiled one; ``docs/collection.md``).  Staying
     attached saves a start about 8 ms and a first session's launches some microseconds each:
     what ``0`` is for, in a program that starts and stops sessions all the time."""
