@@ -133,7 +133,10 @@ class Floor:
             self._lib.flush_all_quietly(0)
 
     def finalize(self, *args, **kwargs) -> None:
-        """Switch the kernel records off and hand every buffer back."""
+        """Switch the kernel records off, hand every buffer back and detach CUPTI
+        (``cuptiFinalize``), as both profilers do at their stop: a CUPTI left attached makes the
+        process's later launches dearer (``docs/collection.md``), and a bench times its bare
+        loops before and after the profiled one.  The next ``start`` attaches it afresh."""
         from proton_ctypes.backends.nvidia import layout
 
         lib = self._lib
@@ -142,6 +145,8 @@ class Floor:
         if RECIPES[self.recipe][1]:
             lib.enable_latency_timestamps(False)
         lib.flush_all_quietly()
+        lib.finalize_quietly()
+        self._registered = False          # CUPTI forgot the buffer callbacks
 
     @staticmethod
     def scope(name, metrics=None):

@@ -35,6 +35,22 @@ def test_floor_switches_on_kernel_records_with_its_recipes_options_and_off_at_fi
     assert 1 <= len(floor._pool) <= 2         # ... to a pool that reuses them
 
 
+def test_a_floor_detaches_cupti_at_finalize_and_a_second_start_attaches_it_afresh():
+    fake = FakeCupti(per_thread_buffers=False)
+    floor = floor_profiler("floor:per_thread", lib=load_cupti(fake))
+    floor.start()
+    fake.launch("first")
+    floor.finalize()
+    assert fake.calls["cuptiFinalize"] == 1 and fake.request is None
+    before = floor.records_bytes
+    floor.start()
+    assert fake.request is not None and fake.per_thread_buffers is True
+    fake.launch("second")
+    floor.finalize()
+    assert fake.calls["cuptiFinalize"] == 2
+    assert floor.records_bytes > before > 0    # the second run's records reached the floor too
+
+
 def test_an_unknown_floor_recipe_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown floor recipe 'api'"):
         Floor("api")
