@@ -1,12 +1,10 @@
 """Probe (GPU): what a launch costs after a profiling session has ended.
 
-Proton detaches CUPTI (``cuptiFinalize``) at every session's stop; proton_ctypes keeps it
-attached and idle unless ``PROTON_CTYPES_CUPTI_FINALIZE=1`` (``docs/collection.md``, "Detaching
-CUPTI at stop"). An attached CUPTI may still cost every driver call something after the session,
-which the program would then pay for the rest of its life. The in-process pairs of
-``bench/overhead.py`` (a bare loop after an earlier session's ``finalize``) hint at it: on the
-H200 (2026-12-03) proton_ctypes' cross-process overheads exceeded its in-process ones by 0.1 to
-4.9 µs per launch, Proton's by -0.8 to 2.7; but cross-process figures drift by several µs.
+Proton detaches CUPTI (``cuptiFinalize``) at every session's stop, and so does proton_ctypes
+since this probe found, on an H100 (2026-12-06, ``tests/gpu/results/probe_after_stop-h100.json``),
+that a CUPTI kept attached and idle cost every later launch of the process +0.5 µs (Triton) and
++0.8 µs (torch); ``PROTON_CTYPES_CUPTI_FINALIZE=0`` still keeps it attached (``docs/collection.md``,
+"Detaching CUPTI at stop").
 
 Each variant runs in a child process of its own: bare launch loops (a tiny Triton kernel and a
 torch ``add_``) before any session, then a short session with scopes, ``finalize``, and the same
@@ -27,7 +25,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: the variants: (name, profiler module, extra environment)
 VARIANTS = (("proton_ctypes", "proton_ctypes", {}),
-            ("proton_ctypes, CUPTI detached at stop", "proton_ctypes", {"PROTON_CTYPES_CUPTI_FINALIZE": "1"}),
+            ("proton_ctypes, CUPTI kept attached", "proton_ctypes", {"PROTON_CTYPES_CUPTI_FINALIZE": "0"}),
             ("proton", "triton.profiler", {}))
 #: launches of the session between two measurements (in scopes, as a user's profiled window)
 SESSION_LAUNCHES = 2000
