@@ -36,8 +36,9 @@ on the GPU, or only spread out?), and ``other_threads_cpu_overhead_us``, per thr
 profiler's collector, CUPTI's threads, autograd's launching thread).
 ``bare_after_sessions_minus_before_us``: the bare chunks after the first session minus the one
 before any, per step (median over rounds): a profiler that leaves a cost behind after
-``finalize`` (Proton detaches CUPTI at every stop, proton_ctypes keeps it attached and idle)
-would show it there, and would look cheaper than it is by about half of it.
+``finalize`` would show it there, and would look cheaper than it is by about half of it (both
+profilers detach CUPTI at every stop; ``PROTON_CTYPES_CUPTI_FINALIZE=0`` keeps it attached, which
+cost later launches on an H100: ``docs/collection.md``).
 
 ``--impls`` may add ``floor:kernels`` and ``floor:ours`` (``bench/cupti_floor.py``): CUPTI's
 kernel records with no profiler, the floor under every CUPTI profiler, and the CUPTI

@@ -306,7 +306,7 @@ class BufferPool:
             held = self._holders()
             if self.positions is not None:
                 held |= set(self.positions.threads)
-            self.gone -= self.gone - held
+            self.gone &= held          # in place: the set is shared with the launch positions
 
     def use_positions(self, positions) -> None:
         """Place kernels by launch position from now on (``None``: no longer; every retired buffer
