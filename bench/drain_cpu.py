@@ -1,0 +1,111 @@
+"""The collector's CPU per kernel, drain by drain, with nothing else running -- or beside a busy thread.
+
+A CPU diagnostic, not a comparison with Proton: it runs proton_ctypes's CUPTI backend over the
+tests' fake libcupti (``tests/fakes``), with the collector thread left unstarted.  The calling
+thread launches ``--launches`` kernels, each in a ``layer`` scope, :data:`LAYERS` per ``step``
+scope, and after every ``--every`` launches it runs one drain itself, as the collector would
+(``Collector.drain(hold=True)``).  Only the drains are timed, on the thread's CPU clock
+(``time.thread_time``).  The figures are CPU nanoseconds per kernel, one per repetition, and the
+best of them; and, over all repetitions, the drains' wall time and their voluntary context switches
+(``getrusage(RUSAGE_THREAD)``: each is a wait, for the GIL above all).
+
+``--busy`` starts a Python thread that only counts, for the whole run. It shows how much a
+drain's CPU grows when it shares the machine with a thread that wants the GIL, as the
+launching threads do on a GPU.  ``--profile FILE`` writes the drains' heaviest functions (by own
+CPU) to ``FILE``.
+
+    python bench/drain_cpu.py                 # alone
+    python bench/drain_cpu.py --busy          # beside a busy Python thread
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import resource
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from longrun import LAYERS, _fake_cupti, _profiler  # noqa: E402  (one fake, one set-up)
+
+#: seconds the fake's completion thread gets to hand back the buffers filled before a drain
+SETTLE_S = 0.05
+#: functions listed by ``--profile``
+PROFILE_LINES = 45
+
+
+def _busy(stop: threading.Event) -> None:
+    n = 0
+    while not stop.is_set():
+        n += 1
+
+
+def run(launches: int, every: int, reps: int, busy: bool = False, profile: str = None) -> dict:
+    """``{"cpu_ns_per_kernel": [one per repetition], "wall_s", "switches"}`` of the drains."""
+    from proton_ctypes.backends import select
+    from proton_ctypes.backends.nvidia.collector import Collector
+
+    proton = _profiler("proton_ctypes", "fake-cupti")
+    fake = _fake_cupti()
+    start_thread = Collector.start_thread
+    Collector.start_thread = lambda self, *args, **kwargs: None     # the drains run on this thread
+    stop = threading.Event()
+    if busy:
+        threading.Thread(target=_busy, args=(stop,), daemon=True).start()
+    prof = cProfile.Profile(time.thread_time) if profile else None
+    out = {"cpu_ns_per_kernel": [], "wall_s": 0.0, "switches": 0}
+    try:
+        for _ in range(reps):
+            proton.start(os.path.join(tempfile.mkdtemp(), "drain_cpu"), backend="cupti")
+            collector, scope, cpu, done = select.get("cupti").collector, proton.scope, 0.0, 0
+            while done < launches:
+                for _step in range(every // LAYERS):
+                    with scope("step"):
+                        for _layer in range(LAYERS):
+                            with scope("layer"):
+                                fake.launch("tiny")
+                done += every // LAYERS * LAYERS
+                time.sleep(SETTLE_S)
+                c0, w0 = time.thread_time(), time.perf_counter()
+                s0 = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+                if prof is not None:
+                    prof.enable()
+                collector.drain(hold=True)
+                if prof is not None:
+                    prof.disable()
+                cpu += time.thread_time() - c0
+                out["wall_s"] += time.perf_counter() - w0
+                out["switches"] += resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - s0
+            proton.finalize()
+            out["cpu_ns_per_kernel"].append(cpu / done * 1e9)
+    finally:
+        stop.set()
+        Collector.start_thread = start_thread
+    if prof is not None:
+        with open(profile, "w") as f:
+            pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(PROFILE_LINES)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--launches", type=int, default=300_000)
+    ap.add_argument("--every", type=int, default=60_000, help="launches between two drains")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--busy", action="store_true", help="a busy Python thread runs beside the drains")
+    ap.add_argument("--profile", metavar="FILE")
+    a = ap.parse_args()
+    out = run(a.launches, a.every, a.reps, a.busy, a.profile)
+    per_rep = out["cpu_ns_per_kernel"]
+    print(f"drain CPU, ns per kernel{' (beside a busy thread)' if a.busy else ''}: "
+          f"{[round(x) for x in per_rep]}, best {min(per_rep):.0f}; drains' wall {out['wall_s']:.2f} s, "
+          f"voluntary context switches {out['switches']}")
+
+
+if __name__ == "__main__":
+    main()
