@@ -29,7 +29,6 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from longrun import LAYERS, _fake_cupti, _profiler  # noqa: E402  (one fake, one set-up)
 
