@@ -8,6 +8,9 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.join(ROOT, "tests")
+#: the tests' fake libcupti, made once per process (:func:`fake_cupti`)
+_fake: list = []
 
 
 def proton_ctypes_with_mock():
@@ -21,12 +24,33 @@ def proton_ctypes_with_mock():
     return proton_ctypes
 
 
+def fake_cupti():
+    """The tests' fake libcupti (``tests/fakes``: real record layouts, a buffer per launching
+    thread), made once per process."""
+    if not _fake:
+        if TESTS not in sys.path:
+            sys.path.insert(0, TESTS)
+        from fakes.fake_cupti import FakeCupti
+        _fake.append(FakeCupti())
+    return _fake[0]
+
+
+def register_fake_cupti(name: str):
+    """Register proton_ctypes's CUPTI backend over :func:`fake_cupti` as backend ``name``; returns
+    the fake (whose ``launch`` is a kernel launch on the calling thread)."""
+    fake = fake_cupti()
+    from fakes.fake_cupti import FakeDriver
+    from proton_ctypes.backends import select
+    from proton_ctypes.backends.cupti import CuptiBackend
+    select.register(name, lambda: CuptiBackend(lib=fake, driver=FakeDriver(fake)))
+    return fake
+
+
 def profilers():
     """``(real, ours)``: real triton.profiler made to start on a CPU (tests/oracle/real_proton.py, the oracle
     recipe of ``tests/oracle``) and :func:`proton_ctypes_with_mock`."""
-    tests = os.path.join(ROOT, "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
+    if TESTS not in sys.path:
+        sys.path.insert(0, TESTS)
     from oracle.real_proton import load
     real = load()
     return real, proton_ctypes_with_mock()

@@ -31,7 +31,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from longrun import LAYERS, _fake_cupti, _profiler  # noqa: E402  (one fake, one set-up)
+from cpu_common import register_fake_cupti  # noqa: E402
+from longrun import LAYERS  # noqa: E402
 
 #: seconds the fake's completion thread gets to hand back the buffers filled before a drain
 SETTLE_S = 0.05
@@ -47,11 +48,12 @@ def _busy(stop: threading.Event) -> None:
 
 def run(launches: int, every: int, reps: int, busy: bool = False, profile: str = None) -> dict:
     """``{"cpu_ns_per_kernel": [one per repetition], "wall_s", "switches"}`` of the drains."""
+    from cpu_common import proton_ctypes_with_mock
+    proton = proton_ctypes_with_mock()
     from proton_ctypes.backends import select
     from proton_ctypes.backends.nvidia.collector import Collector
 
-    proton = _profiler("proton_ctypes", "fake-cupti")
-    fake = _fake_cupti()
+    fake = register_fake_cupti("cupti")
     start_thread = Collector.start_thread
     Collector.start_thread = lambda self, *args, **kwargs: None     # the drains run on this thread
     stop = threading.Event()

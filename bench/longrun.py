@@ -56,6 +56,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_common import fake_cupti, register_fake_cupti  # noqa: E402
 from attribution import other_threads_cpu_s, thread_cpu_s, thread_names  # noqa: E402  (one copy)
 import results_file  # noqa: E402
 from proton_overlay import real_proton  # noqa: E402
@@ -69,8 +70,6 @@ LAYERS = 10
 MOCK_FLUSH_INTERVAL_S = 0.1
 #: the backends that run on a CPU, by their --backend name (the name the session starts with)
 CPU_BACKENDS = {"mock": "mock", "fake-cupti": "cupti"}
-#: --backend fake-cupti: the fake libcupti the worker launches through
-_fake: list = []
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20
 #: the CUPTI backend's buffer figures reported at the end of the loop (``buffers_at_end``)
 BUFFER_STATS = ("buffers_allocated", "buffer_bytes", "buffers_peak_out", "buffer_requests")
@@ -121,28 +120,15 @@ def _profiler(impl: str, backend: str, floor_flush_s: float = 0.0):
         if backend != "fake-cupti":
             return floor_profiler(impl, flush_interval_s=floor_flush_s)
         from proton_ctypes.backends.nvidia.lib import load_cupti
-        return floor_profiler(impl, lib=load_cupti(_fake_cupti()), flush_interval_s=floor_flush_s)
+        return floor_profiler(impl, lib=load_cupti(fake_cupti()), flush_interval_s=floor_flush_s)
     import proton_ctypes as proton
     if backend == "mock":
         from proton_ctypes.backends import select
         from proton_ctypes.backends.mock import MockBackend
         select.register("mock", MockBackend)
     elif backend == "fake-cupti":
-        fake = _fake_cupti()
-        from fakes.fake_cupti import FakeDriver
-        from proton_ctypes.backends import select
-        from proton_ctypes.backends.cupti import CuptiBackend
-        select.register("cupti", lambda: CuptiBackend(lib=fake, driver=FakeDriver(fake)))
+        register_fake_cupti("cupti")
     return proton
-
-
-def _fake_cupti():
-    """--backend fake-cupti: the tests' fake libcupti this worker launches through (made once)."""
-    if not _fake:
-        sys.path.insert(0, os.path.join(ROOT, "tests"))
-        from fakes.fake_cupti import FakeCupti
-        _fake.append(FakeCupti())
-    return _fake[0]
 
 
 def _gpu_launcher():
@@ -226,7 +212,8 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
         mock = select.get("mock")
         launch, sync = (lambda: mock.launch(KERNEL)), (lambda: None)
     elif backend == "fake-cupti":
-        launch, sync = (lambda: _fake[0].launch(KERNEL)), (lambda: None)
+        fake = fake_cupti()
+        launch, sync = (lambda: fake.launch(KERNEL)), (lambda: None)
     else:
         launch, sync = _gpu_launcher()
     on_cpu = backend in CPU_BACKENDS

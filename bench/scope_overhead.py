@@ -4,8 +4,11 @@ Run: ``python bench/scope_overhead.py [--rounds R] [--n N] [--data tree,trace] [
 
 Real Proton runs host-only through the oracle recipe (stub libcupti/libcuda, fake sm_90
 driver: tests/oracle/real_proton.py).  proton_ctypes runs with the host-only backend ("host": scopes are
-not logged because no kernel can need them) and with the mock GPU backend ("mock": every
-scope and state also appends its (time_ns, node) log entry, as under CUPTI).  Rounds
+not logged because no kernel can need them), with the mock GPU backend ("mock": every
+scope and state also appends its (time_ns, node) log entry) and with its CUPTI backend over the
+tests' fake libcupti ("fake-cupti": the log entry's time comes from the launch-positions clock,
+which also notes the thread's place in its activity buffer -- what a scope costs under CUPTI on
+a GPU, less the launches).  Rounds
 interleave the implementations; the figure is the median over rounds of ns per
 operation (loop included), and the ratio is ours / Proton's of the same round.
 
@@ -23,9 +26,13 @@ import tempfile
 import time
 
 import results_file
-from cpu_common import profilers
+from cpu_common import profilers, register_fake_cupti
 
 real, ours = profilers()
+register_fake_cupti("fake-cupti")
+#: proton_ctypes's variants: the backend each starts its sessions with, and the suffix of its rows
+OURS = {"proton_ctypes": ("host", ""), "proton_ctypes[mock]": ("mock", " (scope log on)"),
+        "proton_ctypes[fake-cupti]": ("fake-cupti", " (scope log on, launch positions)")}
 
 def case_scope(p, n):
     scope = p.scope
@@ -98,7 +105,7 @@ def run(impl, fn, n, sessions, tmp, data="tree"):
     if impl == "proton":
         p, kw = real, {"data": data}
     else:
-        p, kw = ours, {"backend": "host" if impl == "proton_ctypes" else "mock", "data": data}
+        p, kw = ours, {"backend": OURS[impl][0], "data": data}
     for i in range(sessions):
         p.start(os.path.join(tmp, f"{impl}{i}"), **kw)
     gc.collect()
@@ -120,10 +127,10 @@ def main():
     ap.add_argument("--data", default=",".join(DATA), help="comma-separated data kinds (default: tree,trace)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
-    impls = ["proton", "proton_ctypes", "proton_ctypes[mock]"]
+    impls = ["proton", *OURS]
     rows = []
     print(f"{'case':28s} {'data':>5s} {'sessions':>8s} {'proton us':>10s} {'ours us':>9s} {'ratio':>6s} "
-          f"{'ours+log us':>11s} {'ratio':>6s}")
+          f"{'ours+log us':>11s} {'ratio':>6s} {'ours+positions':>14s} {'ratio':>6s}")
     wanted = a.cases.split(",") if a.cases else list(CASES)
     for data in a.data.split(","):
         for case, fn in CASES.items():
@@ -139,11 +146,12 @@ def main():
                 ratio = {i: statistics.median([x / y for x, y in zip(res[i], res["proton"])]) for i in impls}
                 print(f"{case:28s} {data:>5s} {sessions:8d} {med['proton']:10.3f} {med['proton_ctypes']:9.3f} "
                       f"{ratio['proton_ctypes']:6.2f} {med['proton_ctypes[mock]']:11.3f} "
-                      f"{ratio['proton_ctypes[mock]']:6.2f}")
+                      f"{ratio['proton_ctypes[mock]']:6.2f} {med['proton_ctypes[fake-cupti]']:14.3f} "
+                      f"{ratio['proton_ctypes[fake-cupti]']:6.2f}")
                 for i in impls:
                     rows.append({"case": f"{case}, {sessions} session{'s' if sessions > 1 else ''}"
                                  + ("" if data == "tree" else f", data={data}")
-                                 + (" (scope log on)" if i.endswith("[mock]") else ""),
+                                 + ("" if i == "proton" else OURS[i][1]),
                                  "impl": "proton_ctypes" if i.startswith("proton_ctypes") else i,
                                  "us_per_op": round(med[i], 4), "ratio_to_proton": round(ratio[i], 3)})
     if a.json:
