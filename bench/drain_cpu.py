@@ -31,7 +31,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_common import register_fake_cupti  # noqa: E402
+from cpu_common import proton_ctypes_with_mock, register_fake_cupti  # noqa: E402
 from longrun import LAYERS  # noqa: E402
 
 #: seconds the fake's completion thread gets to hand back the buffers filled before a drain
@@ -48,8 +48,7 @@ def _busy(stop: threading.Event) -> None:
 
 def run(launches: int, every: int, reps: int, busy: bool = False, profile: str = None) -> dict:
     """``{"cpu_ns_per_kernel": [one per repetition], "wall_s", "switches"}`` of the drains."""
-    from cpu_common import proton_ctypes_with_mock
-    proton = proton_ctypes_with_mock()
+    proton = proton_ctypes_with_mock()       # this checkout's proton_ctypes, importable from here on
     from proton_ctypes.backends import select
     from proton_ctypes.backends.nvidia.collector import Collector
 
