@@ -58,6 +58,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ============================================================================ worker
+def cases_of(impl: str) -> tuple:
+    """The cases (of those selected, :data:`CASES`) an implementation runs: the hook diagnostics
+    only the launch-hook case, ``torch.profiler`` and the other diagnostics the basic ones."""
+    if impl in HOOK_DIAGNOSTIC_IMPLS:
+        return tuple(c for c in (HOOK_CASE,) if c in CASES)
+    if impl == "torch.profiler" or impl in DIAGNOSTIC_IMPLS:
+        return tuple(c for c in BASIC_CASES if c in CASES)
+    return tuple(CASES)
+
+
 def worker(impl: str, n: int, warm: int, reps: int) -> dict:
     """Run every case ``reps`` times under ``impl`` in this process; return ``{case: {...}}`` (medians)."""
     sel = os.environ.get("PROTON_CTYPES_BENCH_CASES")
@@ -108,12 +118,7 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
     elif impl in DIAGNOSTIC_IMPLS:
         sys.path.insert(0, ROOT)
     tmp = tempfile.mkdtemp()
-    if impl in HOOK_DIAGNOSTIC_IMPLS:
-        cases = tuple(c for c in (HOOK_CASE,) if c in CASES)
-    elif impl == "torch.profiler" or impl in DIAGNOSTIC_IMPLS:
-        cases = tuple(c for c in BASIC_CASES if c in CASES)
-    else:
-        cases = tuple(CASES)
+    cases = cases_of(impl)
     runs = {case: [] for case in cases}
     for rep in range(reps):
         order = cases[rep % len(cases):] + cases[:rep % len(cases)]
@@ -345,7 +350,9 @@ def main():
     if a.worker:
         print("RESULT " + json.dumps(worker(a.worker, a.n, a.warm, a.reps)), flush=True)
         return
-    impls = tuple(i for i in a.impls.split(",") if i)
+    # an implementation none of the selected cases applies to is not started (--cases graph: no
+    # torch.profiler, which cannot take metrics inside a CUDA graph)
+    impls = tuple(i for i in a.impls.split(",") if i and cases_of(i))
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
