@@ -171,13 +171,20 @@ def main() -> None:
     rows = []
     for threads in counts:
         launches = a.total // threads if a.total else a.launches
-        rows.extend(run_count(a, threads, launches))
-        if a.json:      # after every thread count: a run cut short keeps what it measured
+
+        def save(runs, threads=threads, launches=launches):
+            # after every round: a run cut short keeps what it measured
+            if a.json:
+                results_file.write(a.json, rows + summarize(a, threads, launches, runs, quiet=True))
+        runs = run_count(a, threads, launches, after_round=save)
+        rows.extend(summarize(a, threads, launches, runs))
+        if a.json:
             results_file.write(a.json, rows)
 
 
-def run_count(a, threads: int, launches: int) -> list:
-    """Every round of every (implementation, data) for one thread count; prints and returns its rows."""
+def run_count(a, threads: int, launches: int, after_round=None) -> dict:
+    """Every round of every (implementation, data) for one thread count:
+    ``{(impl, data): [worker result per round]}``; ``after_round(runs)`` after each round."""
     impls, datas = a.impls.split(","), a.data.split(",")
     runs = {(i, d): [] for i in impls for d in datas}
     for r in range(a.rounds):
@@ -196,14 +203,23 @@ def run_count(a, threads: int, launches: int) -> list:
             bares = "/".join(f"{b:.2f}" for b in res.get("bare_before_after_s", [res["bare_s"]]))
             print(f"round {r} {threads} threads {impl:14s} {data:5s} bare {bares} s profiled "
                   f"{res['wall_s']:.2f} s kernels {res['kernels']}/{res['expected']}", file=sys.stderr)
-    floors = [i for i in impls if i.startswith("floor:")]
+        if after_round is not None:
+            after_round(runs)
+    return runs
+
+
+def summarize(a, threads: int, launches: int, runs: dict, quiet: bool = False) -> list:
+    """The rows of one thread count from its workers' results (medians over the rounds run so
+    far); prints them as a table unless ``quiet``."""
+    out = (lambda *args, **kwargs: None) if quiet else print
+    floors = [i for i in a.impls.split(",") if i.startswith("floor:")]
     n_ops = threads * (launches // a.churn) * a.churn
     rows = []
     overhead = {}
     for (impl, data), rs in runs.items():
         if rs:
             overhead[(impl, data)] = statistics.median([(x["wall_s"] - x["bare_s"]) / n_ops * 1e6 for x in rs])
-    print(f"{'case':34s} {'impl':14s} {'us/op':>7s} {'overhead':>9s} {'vs Proton':>9s} {'finalize s':>10s} "
+    out(f"{'case':34s} {'impl':14s} {'us/op':>7s} {'overhead':>9s} {'vs Proton':>9s} {'finalize s':>10s} "
           f"{'kernels':>15s} {'rss MB':>7s}")
     for (impl, data), rs in runs.items():
         if not rs:
@@ -222,7 +238,7 @@ def run_count(a, threads: int, launches: int) -> list:
                          "ratio_to_proton": None if ratio is None else round(ratio, 3), "finalize_s": None,
                          "kernels": None, "expected_kernels": n_ops, "rss_growth_mb": round(rss, 1),
                          "bare_before_after_s_every_round": [x.get("bare_before_after_s") for x in rs]})
-            print(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
+            out(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
                   f"{'' if ratio is None else f'{ratio:9.2f}':>9s}")
             continue
         kernels = min(x["kernels"] for x in rs)
@@ -234,7 +250,7 @@ def run_count(a, threads: int, launches: int) -> list:
                      "kernels": kernels, "expected_kernels": n_ops, "kernels_every_round": [x["kernels"] for x in rs],
                      "rss_growth_mb": round(rss, 1),
                      "bare_before_after_s_every_round": [x.get("bare_before_after_s") for x in rs]})
-        print(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
+        out(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
               f"{'' if ratio is None else f'{ratio:9.2f}':>9s} {fin:10.3f} {kernels:>7d}/{n_ops:<7d} {rss:7.1f}")
     return rows
 
