@@ -29,7 +29,8 @@
 #   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
 #             context="python" case under proton_ctypes), native frames, every thread (PYSPY_FLAGS
 #             replaces "--native --threads", e.g. "--gil --threads")
-#             -> pyspy.txt (collapsed stacks, the top of them in the output)
+#             -> pyspy.txt (collapsed stacks; bench/pyspy_summary.py's groups of the main thread in
+#             the output, only the stacks through PYSPY_WITHIN if set, e.g. longrun.py:241)
 # PROTON_BENCH_OVERLAY=.upstream/proton39 (carried; `python bench/proton_overlay.py build <triton
 # 3.9 wheel> .upstream/proton39`): every bench's "proton", and the suite's "real", is Proton 3.9
 # over the installed triton 3.6.
@@ -104,10 +105,8 @@ step_pyspy() {
   timeout "${PYSPY_TIMEOUT:-300}" /tmp/pyspy/bin/py-spy record -r 250 ${PYSPY_FLAGS:---native --threads} -f raw \
     -o "$OUT/pyspy.txt" -- $cmd > /tmp/pyspy.log 2>&1
   echo "pyspy rc=$?"; tail -n 5 /tmp/pyspy.log
-  # the heaviest leaf frames (collapsed stacks: "frame;frame;... count")
-  awk '{n=$NF; $NF=""; k=split($0, f, ";"); leaf[f[k]]+=n; total+=n} END {for (x in leaf) printf "%6.2f%% %s\n", 100*leaf[x]/total, x}' \
-    "$OUT/pyspy.txt" | sort -rn | head -n 30
-  awk '{n=$NF; total+=n} /proton_ctypes/ {ours+=n} /libcupti/ {cupti+=n} END {printf "stacks through proton_ctypes %.2f%%, libcupti %.2f%% of %d samples\n", 100*ours/total, 100*cupti/total, total}' "$OUT/pyspy.txt"
+  # where the launching thread's samples go (bench/pyspy_summary.py; PYSPY_WITHIN: a frame of the timed loop)
+  python3 bench/pyspy_summary.py "$OUT/pyspy.txt" ${PYSPY_WITHIN:+--within "$PYSPY_WITHIN"}
 }
 
 for step in $STEPS; do
