@@ -10,6 +10,11 @@ drained under the clock.  Only the drains are timed, on the thread's CPU clock
 best of them; and, over all repetitions, the drains' wall time and their voluntary context switches
 (``getrusage(RUSAGE_THREAD)``: each is a wait, for the GIL above all).
 
+``--graph`` replays a CUDA graph of :data:`GRAPH_KERNELS` kernels (captured and instantiated
+once, in the session) where the loop launched one kernel: the drains then attribute replayed
+kernels (by graph node, not by launch position), as in ``bench/overhead.py``'s graph case; the
+figures stay per kernel.
+
 ``--busy`` starts a Python thread that only counts, for the whole run. It shows how much a
 drain's CPU grows when it shares the machine with a thread that wants the GIL, as the
 launching threads do on a GPU.  ``--profile FILE`` writes the drains' heaviest functions (by own
@@ -17,6 +22,7 @@ CPU) to ``FILE``.
 
     python bench/drain_cpu.py                 # alone
     python bench/drain_cpu.py --busy          # beside a busy Python thread
+    python bench/drain_cpu.py --graph         # replayed graph kernels
 """
 from __future__ import annotations
 
@@ -38,6 +44,8 @@ from longrun import LAYERS  # noqa: E402
 SETTLE_S = 0.05
 #: functions listed by ``--profile``
 PROFILE_LINES = 45
+#: kernels of the graph ``--graph`` replays (as bench/overhead.py's graph case)
+GRAPH_KERNELS = 20
 
 
 def _busy(stop: threading.Event) -> None:
@@ -46,7 +54,7 @@ def _busy(stop: threading.Event) -> None:
         n += 1
 
 
-def run(launches: int, every: int, reps: int, busy: bool = False, profile: str = None) -> dict:
+def run(launches: int, every: int, reps: int, busy: bool = False, profile: str = None, graph: bool = False) -> dict:
     """``{"cpu_ns_per_kernel": [one per repetition], "wall_s", "switches"}`` of the drains."""
     proton = proton_ctypes_with_mock()       # this checkout's proton_ctypes, importable from here on
     from proton_ctypes.backends import select
@@ -64,13 +72,18 @@ def run(launches: int, every: int, reps: int, busy: bool = False, profile: str =
         for _ in range(reps):
             proton.start(os.path.join(tempfile.mkdtemp(), "drain_cpu"), backend="cupti")
             collector, scope, cpu, done = select.get("cupti").collector, proton.scope, 0.0, 0
+            if graph:
+                graph_exec = fake.instantiate(fake.capture(["tiny"] * GRAPH_KERNELS))
+                launch, per_launch = (lambda: fake.replay(graph_exec)), GRAPH_KERNELS
+            else:
+                launch, per_launch = (lambda: fake.launch("tiny")), 1
             while done < launches:
-                for _step in range(every // LAYERS):
+                for _step in range(every // LAYERS // per_launch):
                     with scope("step"):
                         for _layer in range(LAYERS):
                             with scope("layer"):
-                                fake.launch("tiny")
-                done += every // LAYERS * LAYERS
+                                launch()
+                done += every // LAYERS // per_launch * LAYERS * per_launch
                 if done >= launches:         # the last drain takes every kernel, as at finalize
                     collector.lib.flush_all()
                 time.sleep(SETTLE_S)
@@ -102,10 +115,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--busy", action="store_true", help="a busy Python thread runs beside the drains")
     ap.add_argument("--profile", metavar="FILE")
+    ap.add_argument("--graph", action="store_true", help=f"replay a graph of {GRAPH_KERNELS} kernels per launch")
     a = ap.parse_args()
-    out = run(a.launches, a.every, a.reps, a.busy, a.profile)
+    out = run(a.launches, a.every, a.reps, a.busy, a.profile, a.graph)
     per_rep = out["cpu_ns_per_kernel"]
-    print(f"drain CPU, ns per kernel{' (beside a busy thread)' if a.busy else ''}: "
+    what = " (replayed graph kernels)" if a.graph else ""
+    print(f"drain CPU, ns per kernel{what}{' (beside a busy thread)' if a.busy else ''}: "
           f"{[round(x) for x in per_rep]}, best {min(per_rep):.0f}; drains' wall {out['wall_s']:.2f} s, "
           f"voluntary context switches {out['switches']}")
 

@@ -17,3 +17,11 @@ def test_drain_cpu_bench_times_every_repetition_and_counts_the_drains_context_sw
     assert len(per_rep) == 2 and all(int(x) > 0 for x in per_rep)
     text = profile.read_text()
     assert "collector.py" in text and "(drain)" in text      # the drains themselves, with their callees
+
+
+def test_drain_cpu_bench_with_graph_replays_times_the_replayed_kernels():
+    out = subprocess.run([sys.executable, str(BENCH), "--graph", "--launches", "4000", "--every", "2000", "--reps", "1"],
+                         check=True, capture_output=True, text=True, timeout=120).stdout
+    assert "ns per kernel (replayed graph kernels): [" in out
+    per_rep = out.split("kernels): [")[1].split("]")[0].split(",")
+    assert len(per_rep) == 1 and int(per_rep[0]) > 0
