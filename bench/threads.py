@@ -220,7 +220,7 @@ def summarize(a, threads: int, launches: int, runs: dict, quiet: bool = False) -
         if rs:
             overhead[(impl, data)] = statistics.median([(x["wall_s"] - x["bare_s"]) / n_ops * 1e6 for x in rs])
     out(f"{'case':34s} {'impl':14s} {'us/op':>7s} {'overhead':>9s} {'vs Proton':>9s} {'finalize s':>10s} "
-          f"{'kernels':>15s} {'rss MB':>7s}")
+        f"{'kernels':>15s} {'rss MB':>7s}")
     for (impl, data), rs in runs.items():
         if not rs:
             continue
@@ -239,7 +239,7 @@ def summarize(a, threads: int, launches: int, runs: dict, quiet: bool = False) -
                          "kernels": None, "expected_kernels": n_ops, "rss_growth_mb": round(rss, 1),
                          "bare_before_after_s_every_round": [x.get("bare_before_after_s") for x in rs]})
             out(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
-                  f"{'' if ratio is None else f'{ratio:9.2f}':>9s}")
+                f"{'' if ratio is None else f'{ratio:9.2f}':>9s}")
             continue
         kernels = min(x["kernels"] for x in rs)
         rows.append({"case": case, "impl": "bare", "us_per_op": round(bare_us, 3), "overhead_us": None,
@@ -251,7 +251,7 @@ def summarize(a, threads: int, launches: int, runs: dict, quiet: bool = False) -
                      "rss_growth_mb": round(rss, 1),
                      "bare_before_after_s_every_round": [x.get("bare_before_after_s") for x in rs]})
         out(f"{case:34s} {impl:14s} {us:7.2f} {overhead[(impl, data)]:+9.2f} "
-              f"{'' if ratio is None else f'{ratio:9.2f}':>9s} {fin:10.3f} {kernels:>7d}/{n_ops:<7d} {rss:7.1f}")
+            f"{'' if ratio is None else f'{ratio:9.2f}':>9s} {fin:10.3f} {kernels:>7d}/{n_ops:<7d} {rss:7.1f}")
     return rows
 
 
