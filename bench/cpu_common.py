@@ -24,12 +24,17 @@ def proton_ctypes_with_mock():
     return proton_ctypes
 
 
+def _tests_importable() -> None:
+    """Make the tests' helpers (``tests/fakes``, ``tests/oracle``) importable."""
+    if TESTS not in sys.path:
+        sys.path.insert(0, TESTS)
+
+
 def fake_cupti():
     """The tests' fake libcupti (``tests/fakes``: real record layouts, a buffer per launching
     thread), made once per process."""
     if not _fake:
-        if TESTS not in sys.path:
-            sys.path.insert(0, TESTS)
+        _tests_importable()
         from fakes.fake_cupti import FakeCupti
         _fake.append(FakeCupti())
     return _fake[0]
@@ -49,8 +54,7 @@ def register_fake_cupti(name: str):
 def profilers():
     """``(real, ours)``: real triton.profiler made to start on a CPU (tests/oracle/real_proton.py, the oracle
     recipe of ``tests/oracle``) and :func:`proton_ctypes_with_mock`."""
-    if TESTS not in sys.path:
-        sys.path.insert(0, TESTS)
+    _tests_importable()
     from oracle.real_proton import load
     real = load()
     return real, proton_ctypes_with_mock()
