@@ -87,6 +87,18 @@ def test_each_instantiation_reaches_the_engine_with_its_captured_graph_and_repla
     assert len(replays) == 1 and replays[0][0] == graph.handle and replays[0][3] == made[0][0]
 
 
+def test_replays_reach_the_engine_with_their_stream_the_per_thread_default_one_by_its_handle():
+    replays = []
+    backend, fake, sink = started_backend(graph_hooks=(lambda begin: None, lambda *a: replays.append(a),
+                                                       lambda *a: None))
+    graph_exec = fake.instantiate(fake.capture(["a"]))
+    fake.replay(graph_exec, stream=9)
+    fake.replay(graph_exec, stream=0)
+    fake.replay(graph_exec, stream=0, per_thread=True)
+    backend.stop()
+    assert [r[4] for r in replays] == [9, 0, 2]        # 2: CU_STREAM_PER_THREAD
+
+
 def test_replays_of_graphs_made_before_start_are_not_reported():
     replays = []
     backend, fake, sink = started_backend(graph_hooks=(lambda begin: None, lambda *a: replays.append(a), lambda *a: None))

@@ -3,8 +3,9 @@
 The device is emulated: a "capture" makes :func:`tensor_metrics.capture_graph` name a graph,
 each metric kernel launched into it is recorded as a node that, at every replay, does what
 the Triton kernel of :mod:`proton_ctypes.core.graph_metric_kernel` does (count its run, read
-the bank from the book's table, add the values), and each replay first calls the mock
-backend's graph-launch hook, as the CUPTI graph-launch callback does.  Kernels are
+the bank from the book's bank word, add the values), and each replay first calls the mock
+backend's graph-launch hook, as the CUPTI graph-launch callback does.  The bank word's writes
+are queued as the memsets are on a stream: each runs just before the replay launched after it.  Kernels are
 launched through the mock backend with their capture thread and time (``cap``).
 The expected trees are those of Proton 3.9's CUDA-graph metric tests (run on the GPU by
 tests/gpu/test_gpu_graph_metrics.py).
@@ -67,19 +68,41 @@ class Device:
     def __init__(self, mock, monkeypatch):
         self.mock = mock
         self.capturing = None
+        #: bank-word writes not run yet: ``(graph handle, launch ordinal it precedes, word, bank)``
+        self.queued = []
+        #: every write: ``(stream, previous stream)``
+        self.writes = []
+        self.launched, self.ran, self.launching = {}, {}, None
         monkeypatch.setattr(gmk, "current_capture", lambda device=None: self.capturing and
                             (self.capturing.handle, device or DeviceTensor.device))
         monkeypatch.setattr(gmk, "launch_triton", self._launch_metric)
-        monkeypatch.setattr(gmk, "_zeroed", lambda n, device, pinned, capturing:
-                            np.zeros(n, np.int32 if pinned else np.int64))
+        monkeypatch.setattr(gmk, "_zeroed", lambda n, device, capturing: np.zeros(n, np.int64))
+        monkeypatch.setattr(gmk, "_bank_writer", self._bank_writer)
         monkeypatch.setattr(gmk, "_arenas", {})
-        monkeypatch.setattr(gmk, "_tables", {})
         monkeypatch.setattr(graph_metrics, "books", {})
         monkeypatch.setattr(graph_metrics, "by_graph", {})
         monkeypatch.setattr(graph_metrics, "by_exec", {})
+        monkeypatch.setattr(mock, "graph_launch", self._graph_launch(mock.graph_launch))
 
-    def _launch_metric(self, region, table, value, numel, is_float):
-        self.capturing.metric_nodes.append((region, table, value, numel, is_float))
+    def _graph_launch(self, launch):
+        def graph_launch(graph, exec_handle=None, stream=None):
+            self.launching = graph
+            try:
+                launch(graph, exec_handle, stream)
+            finally:
+                self.launching = None
+                self.launched[graph] = self.launched.get(graph, 0) + 1
+        return graph_launch
+
+    def _bank_writer(self, word):
+        def write(bank, stream, previous):
+            self.writes.append((stream, previous))
+            graph = self.launching
+            self.queued.append((graph, self.launched.get(graph, 0), word, bank))
+        return write
+
+    def _launch_metric(self, region, word, value, numel, is_float):
+        self.capturing.metric_nodes.append((region, word, value, numel, is_float))
         self.kernel(gmk.KERNEL_NAME)
 
     def kernel(self, name):
@@ -105,16 +128,20 @@ class Device:
         self.mock.instantiate(graph.exec_handle, graph.handle)
         return graph
 
-    def replay(self, graph):
-        self.mock.graph_launch(graph.handle, graph.exec_handle)
+    def replay(self, graph, stream=None):
+        self.mock.graph_launch(graph.handle, graph.exec_handle, stream)
         self.run(graph)
 
     def run(self, graph):
-        """The device runs the graph's next replay."""
-        for region, table, value, n, is_float in graph.metric_nodes:   # the Triton kernel, in numpy
-            k = int(region[0])
+        """The device runs the graph's next replay, after the writes queued ahead of it."""
+        k = self.ran.get(graph.handle, 0)
+        self.ran[graph.handle] = k + 1
+        for op in [op for op in self.queued if op[0] == graph.handle and op[1] <= k]:
+            self.queued.remove(op)
+            op[2][0] = op[3]
+        for region, word, value, n, is_float in graph.metric_nodes:   # the Triton kernel, in numpy
             region[0] += 1
-            bank = int(table[k % len(table)])
+            bank = int(word[0])
             lo = 1 + bank * n
             if is_float:
                 region[lo:lo + n] = (region[lo:lo + n].view(np.float64) + value.a.reshape(-1)).view(np.int64)
@@ -425,14 +452,13 @@ def test_launch_metadata_metrics_of_a_captured_kernel_land_on_its_node_per_repla
 KERNEL_RUN = """
 import numpy as np, torch
 from proton_ctypes.core import graph_metric_kernel as gmk, graph_metrics
-R = graph_metrics.TABLE_SLOTS
-table = torch.zeros(R, dtype=torch.int32)
-table[1], table[2] = 2, 2                         # replay 0 -> bank 0, replays 1 and 2 -> bank 2
-floats = torch.zeros(1 + 3 * 2, dtype=torch.int64)
+word = torch.zeros(1, dtype=torch.int64)
+floats = torch.zeros(1 + 3 * 2, dtype=torch.int64)   # count, then the dump and two banks
 ints = torch.zeros(1 + 3 * 3, dtype=torch.int64)
-for r in range(3):
-    gmk.launch_triton(floats, table, torch.tensor([0.5, 1.5]) * (r + 1), 2, True)
-    gmk.launch_triton(ints, table, torch.tensor([1, 2, 3], dtype=torch.int32), 3, False)
+for r, bank in enumerate((1, 2, 2)):                  # replay 0 -> bank 1, replays 1 and 2 -> bank 2
+    word[0] = bank
+    gmk.launch_triton(floats, word, torch.tensor([0.5, 1.5]) * (r + 1), 2, True)
+    gmk.launch_triton(ints, word, torch.tensor([1, 2, 3], dtype=torch.int32), 3, False)
 print(floats[0].item(), floats[1:].numpy().view(np.float64).tolist(), ints.tolist())
 """
 
@@ -444,7 +470,7 @@ def _interpreter_takes_scalar_range_bounds() -> bool:
     return not (triton.__version__.startswith("3.6.") and int(np.__version__.split(".")[0]) >= 2)
 
 
-def test_the_captured_kernel_counts_its_runs_and_adds_each_into_the_bank_of_its_replay(tmp_path):
+def test_the_captured_kernel_counts_its_runs_and_adds_each_into_the_bank_its_word_names(tmp_path):
     pytest.importorskip("torch")
     if not _interpreter_takes_scalar_range_bounds():
         pytest.skip("triton 3.6's interpreter cannot run a loop bounded by a scalar argument under numpy 2")
@@ -456,7 +482,7 @@ def test_the_captured_kernel_counts_its_runs_and_adds_each_into_the_bank_of_its_
     r = subprocess.run([sys.executable, "-c", KERNEL_RUN], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split("\n")[-2] == "3 [0.5, 1.5, 0.0, 0.0, 2.5, 7.5] [3, 1, 2, 3, 0, 0, 0, 2, 4, 6]"
+    assert r.stdout.split("\n")[-2] == "3 [0.0, 0.0, 0.5, 1.5, 2.5, 7.5] [3, 0, 0, 0, 1, 2, 3, 2, 4, 6]"
 
 
 def test_replays_nobody_reported_go_to_the_dump_bank_not_to_a_later_context(dev, tmp_path):
@@ -519,3 +545,94 @@ def test_a_host_property_given_during_capture_is_set_not_summed(dev, tmp_path):
     tree, _ = read_tree(tmp_path / "t.hatchet")
     s = find(tree, "<captured_at>", "s")["metrics"]
     assert (s["bytes"], s["tag"]) == (32, 3)
+
+
+def test_the_bank_word_is_written_only_when_the_replays_context_changes(dev, tmp_path):
+    proton.start(str(tmp_path / "t"), backend="mock")
+    x = DeviceTensor(1)
+    graph = dev.capture(metric_scope("s", {"n": x}))
+    for scope, replays in (("a", 100), ("b", 50), ("a", 30)):
+        with proton.scope(scope):
+            for _ in range(replays):
+                dev.replay(graph)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert len(dev.writes) == 3                      # one memset per change of context, none per replay
+    assert find(tree, "a", "<captured_at>", "s")["metrics"]["n"] == 130
+    assert find(tree, "b", "<captured_at>", "s")["metrics"]["n"] == 50
+
+
+def test_a_bank_change_on_another_stream_names_the_previous_replays_stream(dev, tmp_path):
+    """The writer makes the new stream wait for the previous one (driver: write32_async's after)."""
+    proton.start(str(tmp_path / "t"), backend="mock")
+    x = DeviceTensor(2)
+    graph = dev.capture(metric_scope("s", {"n": x}))
+    with proton.scope("a"):
+        dev.replay(graph, stream=11)
+        dev.replay(graph, stream=11)
+    with proton.scope("b"):
+        dev.replay(graph, stream=22)
+    proton.finalize()
+    assert dev.writes == [(11, None), (22, 11)]
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert find(tree, "a", "<captured_at>", "s")["metrics"]["n"] == 4
+    assert find(tree, "b", "<captured_at>", "s")["metrics"]["n"] == 2
+
+
+class OrderingDriver:
+    """libcuda's memset, event and stream-wait calls as the bank writer makes them."""
+
+    def __init__(self, capturing=()):
+        self.capturing = set(capturing)
+        self.calls = []
+
+    def cuEventCreate(self, event, flags):
+        event._obj.value = 0xE0
+        self.calls.append(("create", flags))
+        return 0
+
+    def cuEventRecord(self, event, stream):
+        self.calls.append(("record", event, stream))
+        return 0
+
+    def cuStreamWaitEvent(self, stream, event, flags):
+        self.calls.append(("wait", stream, event))
+        return 0
+
+    def cuStreamIsCapturing(self, stream, status):
+        status._obj.value = 1 if stream in self.capturing else 0
+        return 0
+
+    def cuMemsetD32Async(self, address, value, count, stream):
+        self.calls.append(("memset", address, value, count, stream))
+        return 0
+
+
+class Word:
+    def data_ptr(self):
+        return 0xD000
+
+
+@pytest.mark.parametrize("capturing, expected", [
+    ((), [("memset", 0xD000, 3, 1, 5), ("create", 2), ("record", 0xE0, 5), ("wait", 6, 0xE0),
+          ("memset", 0xD000, 4, 1, 6), ("memset", 0xD000, 5, 1, 6),
+          ("record", 0xE0, 6), ("wait", 0, 0xE0), ("memset", 0xD000, 1, 1, 0)]),
+    ((5,), [("memset", 0xD000, 3, 1, 5), ("create", 2), ("memset", 0xD000, 4, 1, 6),
+            ("memset", 0xD000, 5, 1, 6), ("record", 0xE0, 6), ("wait", 0, 0xE0), ("memset", 0xD000, 1, 1, 0)]),
+])
+def test_the_bank_writer_queues_a_memset_behind_the_previous_replays_stream(capturing, expected):
+    """A new stream first waits for the previous one (an event), unless that one is being captured;
+    the legacy stream (None) is handle 0."""
+    from proton_ctypes.backends.nvidia import driver as cuda_driver
+    fake = OrderingDriver(capturing)
+    saved = cuda_driver._driver[:]
+    try:
+        cuda_driver.driver(lib=fake)
+        write = gmk._bank_writer(Word())
+        write(3, 5, None)
+        write(4, 6, 5)
+        write(5, 6, 6)
+        write(1, None, 6)
+    finally:
+        cuda_driver._driver[:] = saved
+    assert fake.calls == expected

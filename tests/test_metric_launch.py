@@ -97,11 +97,16 @@ def test_stream_capture_status_is_read_from_the_driver(status, expected):
 
 def test_every_declared_function_has_a_prototype_matching_cuda_h():
     assert set(cuda_driver.PROTOTYPES) == {"cuLaunchKernel", "cuFuncGetParamInfo", "cuStreamIsCapturing",
-                                           "cuGetErrorString", "cuStreamGetCaptureInfo_v2"}
+                                           "cuGetErrorString", "cuStreamGetCaptureInfo_v2", "cuMemsetD32Async",
+                                           "cuEventCreate", "cuEventRecord", "cuStreamWaitEvent"}
     # cuda.h (compatibility section, CUDA 12 and 13): stream, status*, id*, graph*, deps**, numDeps*
     assert len(cuda_driver.PROTOTYPES["cuStreamGetCaptureInfo_v2"][1]) == 6
     restype, argtypes = cuda_driver.PROTOTYPES["cuLaunchKernel"]
     assert restype is ctypes.c_int and len(argtypes) == 11
+    # CUdeviceptr is 64 bits wide (cuMemsetD32Async's dstDevice, unsigned int value, size_t N, stream)
+    assert cuda_driver.PROTOTYPES["cuMemsetD32Async"][1] == [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t,
+                                                             ctypes.c_void_p]
+    assert len(cuda_driver.PROTOTYPES["cuStreamWaitEvent"][1]) == 3
 
 
 def test_launches_from_several_threads_keep_their_own_parameters():

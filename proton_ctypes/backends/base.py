@@ -121,11 +121,12 @@ class Backend:
     #: close the innermost one it opened (:mod:`proton_ctypes.core.nvtx`), given by
     #: :meth:`connect`; None: NVTX ranges are not scopes.
     nvtx_scopes = None
-    #: ``(capture(begin: bool), replayed(graph, thread id, time_ns, exec=None),
+    #: ``(capture(begin: bool), replayed(graph, thread id, time_ns, exec=None, stream=None),
     #: instantiated(exec, graph))`` of :mod:`proton_ctypes.core.graph_metrics`, given by
     #: :meth:`connect`: ``capture`` on the capturing thread when a stream capture begins / ends,
-    #: ``replayed`` on the launching thread once per replay of an executable graph (``graph``: the
-    #: handle of the captured graph it was made from), ``instantiated`` when an executable graph
+    #: ``replayed`` on the launching thread once per replay of an executable graph, before the
+    #: replay is queued on ``stream`` (``graph``: the handle of the captured graph it was made
+    #: from), ``instantiated`` when an executable graph
     #: is made (a backend that sees no instantiation passes no ``exec``); None: not called.
     graph_hooks = None
 

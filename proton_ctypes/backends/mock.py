@@ -112,12 +112,12 @@ class MockBackend(Backend):
         if self.graph_hooks is not None:
             self.graph_hooks[2](exec_handle, graph)
 
-    def graph_launch(self, graph, exec_handle=None) -> None:
+    def graph_launch(self, graph, exec_handle=None, stream=None) -> None:
         """Launch a replay of the executable graph (``exec_handle``, if one was instantiated) made
-        from captured graph ``graph`` now, on the calling thread: what the CUPTI graph-launch
-        callback tells the engine (its kernels are then :meth:`launch` ed with ``cap``)."""
+        from captured graph ``graph`` now, on the calling thread and ``stream``: what the CUPTI
+        graph-launch callback tells the engine (its kernels are then :meth:`launch` ed with ``cap``)."""
         if self.graph_hooks is not None:
-            self.graph_hooks[1](graph, threading.get_native_id(), time.time_ns(), exec_handle)
+            self.graph_hooks[1](graph, threading.get_native_id(), time.time_ns(), exec_handle, stream)
 
     def flush(self) -> None:
         """Deliver every recorded kernel as one batch (held ones too: a forced flush)."""

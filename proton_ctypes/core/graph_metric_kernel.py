@@ -2,16 +2,17 @@
 
 While a stream is captured, each device-tensor metric launches :func:`get_kernel`'s kernel
 on it, so the kernel becomes a node of the graph and runs at every replay.  It counts its
-own runs in the first word of its region (the replay ordinal ``k``: an executable graph's
-replays run one after the other), reads the replay's bank from the book's table at
-``k % TABLE_SLOTS`` (host-mapped memory the graph-launch callback wrote before the launch)
-and adds the tensor's values into that bank with atomics.  No host synchronisation, no
-copy per replay; :func:`proton_ctypes.core.graph_metrics.drain` reads the regions at flush.
+own runs in the first word of its region, reads the replay's bank from the book's bank word
+(device memory) and adds the tensor's values into that bank with atomics.  The graph-launch
+callback rewrites the bank word only when the bank changes, with a memset queued on the
+replay's stream ahead of the replay (:func:`_bank_writer`): no host synchronisation, no copy
+per replay, and no read across PCIe on the GPU (a host-mapped table read at every replay
+cost each metric kernel about 1 µs on an H100: ``tests/gpu/probe_graph_bank.py``).
+:func:`proton_ctypes.core.graph_metrics.drain` reads the regions at flush.
 
 Memory is taken outside the capture where it can be: :func:`reserve` (called wherever the
 metric kernels are prepared, as Proton's ``set_metric_kernels``) zero-fills an arena on the
-device and a few host-mapped tables; a capture that finds none free allocates on a side
-stream that is not captured.
+device; a capture that finds none free allocates on a side stream that is not captured.
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from ..tree import metrics as tmetrics
 
 #: words of the device arena regions are carved from (8 bytes each)
 ARENA_WORDS = 1 << 18
-#: host-mapped tables kept ready for the next captures
-SPARE_TABLES = 4
+#: words of a book's bank word (an int64 the memset writes the low half of: banks are small)
+BANK_WORDS = 1
 #: the name every metric kernel of ours has (the launch hook ignores it; a replayed one is ``<metric>``)
 KERNEL_NAME = "write_metric_record"
 BLOCK = 128
@@ -36,10 +37,8 @@ _kernel = None
 _lock = threading.Lock()
 #: device -> [arena tensor, next free word]
 _arenas: dict = {}
-#: device -> spare host-mapped tables
-_tables: dict = {}
-#: every region and table handed out, kept alive for as long as the process (a graph's kernels
-#: keep writing into them at each replay)
+#: every arena handed out, kept alive for as long as the process (a graph's kernels keep
+#: writing into its regions at each replay)
 _keep: list = []
 
 
@@ -51,12 +50,12 @@ def get_kernel():
         import triton  # lazy: triton is optional
         import triton.language as tl  # lazy: triton is optional
 
-        @triton.jit(do_not_specialize=["region_ptr", "table_ptr", "table_size", "value_ptr", "n"])
-        def write_metric_record(region_ptr, table_ptr, table_size, value_ptr, n,
+        @triton.jit(do_not_specialize=["region_ptr", "bank_ptr", "value_ptr", "n"])
+        def write_metric_record(region_ptr, bank_ptr, value_ptr, n,
                                 IS_FLOAT: tl.constexpr, BLOCK: tl.constexpr):
-            # this node's replay ordinal, then the bank the host chose for that replay
-            k = tl.atomic_add(region_ptr, 1, sem="relaxed")
-            bank = tl.load(table_ptr + k % table_size, volatile=True).to(tl.int64)
+            # count this run (nothing waits for the old value), then the bank the host chose
+            tl.atomic_add(region_ptr, 1, sem="relaxed")
+            bank = tl.load(bank_ptr, volatile=True).to(tl.int64)
             base = region_ptr + 1 + bank * n
             for start in range(0, n, BLOCK):
                 idx = start + tl.arange(0, BLOCK)
@@ -72,12 +71,10 @@ def get_kernel():
     return _kernel
 
 
-def _zeroed(shape_words: int, device, pinned: bool, capturing: bool):
-    """Zeroed words: host-mapped pinned int32 (a table), else int64 on ``device``, zeroed by a
-    copy from pinned zeros, not by a fill kernel (no kernel of ours may show in the profile)."""
+def _zeroed(shape_words: int, device, capturing: bool):
+    """Zeroed int64 words on ``device``, zeroed by a copy from pinned zeros, not by a fill
+    kernel (no kernel of ours may show in the profile)."""
     import torch  # lazy: torch is optional
-    if pinned:
-        return torch.zeros(shape_words, dtype=torch.int32, pin_memory=True)
     zeros = torch.zeros(shape_words, dtype=torch.int64, pin_memory=True)
     if not capturing:
         return torch.empty(shape_words, dtype=torch.int64, device=device).copy_(zeros)
@@ -90,12 +87,12 @@ def _zeroed(shape_words: int, device, pinned: bool, capturing: bool):
 
 
 def reserve(device) -> None:
-    """Make sure an arena with room and spare tables exist for ``device`` (outside a capture);
-    best effort: a capture that finds none allocates its own."""
+    """Make sure an arena with room exists for ``device`` (outside a capture); best effort: a
+    capture that finds none allocates its own."""
     if getattr(device, "type", None) != "cuda":
         return
     arena = _arenas.get(device)
-    if arena is not None and arena[1] * 2 < len(arena[0]) and len(_tables.get(device, ())) >= SPARE_TABLES:
+    if arena is not None and arena[1] * 2 < len(arena[0]):
         return
     try:
         _reserve(device)
@@ -131,12 +128,12 @@ def _warm(device) -> None:
     _warmed.add(device)
     import torch  # lazy: torch is optional
     with _lock:
-        arena, table = _arenas.get(device), _tables.get(device)
-    if arena is None or not table:
+        arena = _arenas.get(device)
+    if arena is None:
         return
     for dtype, is_float in ((torch.float32, True), (torch.int64, False)):
         value = torch.empty(1, dtype=dtype, device=device)   # no fill kernel: warmup launches nothing
-        get_kernel().warmup(arena[0], table[0], graph_metrics.TABLE_SLOTS, value, 1, IS_FLOAT=is_float,
+        get_kernel().warmup(arena[0], arena[0], value, 1, IS_FLOAT=is_float,
                             BLOCK=BLOCK, grid=(1,), num_warps=1)._init_handles()
 
 
@@ -144,39 +141,46 @@ def _reserve(device) -> None:
     with _lock:
         arena = _arenas.get(device)
         if arena is None or arena[1] * 2 >= len(arena[0]):
-            _arenas[device] = [_zeroed(ARENA_WORDS, device, False, False), 0]
+            _arenas[device] = [_zeroed(ARENA_WORDS, device, False), 0]
             _keep.append(_arenas[device][0])
-        spare = _tables.setdefault(device, [])
-        while len(spare) < SPARE_TABLES:
-            spare.append(_zeroed(graph_metrics.TABLE_SLOTS, device, True, False))
 
 
 def _region(device, words: int, capturing: bool):
     with _lock:
         arena = _arenas.get(device)
         if arena is None or arena[1] + words > len(arena[0]):
-            arena = _arenas[device] = [_zeroed(max(ARENA_WORDS, words), device, False, capturing), 0]
+            arena = _arenas[device] = [_zeroed(max(ARENA_WORDS, words), device, capturing), 0]
             _keep.append(arena[0])
         lo = arena[1]
         arena[1] = lo + words
         return arena[0][lo:lo + words]
 
 
-def _table(device):
-    with _lock:
-        spare = _tables.get(device)
-        t = spare.pop() if spare else _zeroed(graph_metrics.TABLE_SLOTS, device, True, True)
-        _keep.append(t)
-        return t
+def _bank_writer(word):
+    """:attr:`Book.write` for the bank word ``word`` (a one-word region): a memset queued on the
+    replay's stream; after a replay on another stream, that stream's queue is waited for first
+    (an executable graph's replays run one after the other, whatever their streams)."""
+    address, event = word.data_ptr(), []
+
+    def write(bank: int, stream, previous) -> None:
+        drv = cuda_driver.required_driver()
+        stream = stream or 0
+        after = None
+        if previous is not None and previous != stream:
+            if not event:
+                event.append(drv.ordering_event())
+            after = (event[0], previous)
+        drv.write32_async(address, bank, stream, after)
+    return write
 
 
 def book_for(graph, device):
-    """The book of the graph being captured (made at its first metric)."""
+    """The book of the graph being captured (made at its first metric), with its bank word."""
     book = graph_metrics.capture_book(graph)
     if book is None:
-        table = _table(device)
-        book = graph_metrics.new_book(graph, table.numpy() if hasattr(table, "numpy") else table)
-        book.device_table = table
+        word = _region(device, BANK_WORDS, True)
+        book = graph_metrics.new_book(graph, _bank_writer(word))
+        book.bank_word = word
     return book
 
 
@@ -192,7 +196,7 @@ def capture_tensor_metrics(graph, pairs, tensor: dict, launch) -> None:
         is_float = tm.metric_type_index in (tmetrics.DOUBLE, tmetrics.VDOUBLE)
         region = _region(device, book.region_words(tm.numel), True)
         book.slots.append(graph_metrics.Slot(key, is_float, tm.numel, list(dests), region=region))
-        launch(region, book.device_table, tm.value, tm.numel, is_float)
+        launch(region, book.bank_word, tm.value, tm.numel, is_float)
 
 
 def current_capture(device=None):
@@ -231,9 +235,8 @@ def capture_host_metrics(pairs, scalar: dict) -> bool:
     return True
 
 
-def launch_triton(region, table, value, numel: int, is_float: bool) -> None:
+def launch_triton(region, bank_word, value, numel: int, is_float: bool) -> None:
     """Launch the captured metric kernel through Triton on the current stream."""
     if value.dim() != 1:
         value = value.reshape(-1)
-    get_kernel()[(1,)](region, table, graph_metrics.TABLE_SLOTS, value, numel, IS_FLOAT=is_float,
-                       BLOCK=BLOCK, num_warps=1)
+    get_kernel()[(1,)](region, bank_word, value, numel, IS_FLOAT=is_float, BLOCK=BLOCK, num_warps=1)

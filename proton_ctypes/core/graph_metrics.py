@@ -6,16 +6,16 @@ a host number) is not added at capture: as in Proton, each replay of the graph a
 was live at capture and is active at the replay (docs/graph-metrics.md has the design).
 
 * A **book** per captured graph holds its metric **slots**.  A device-tensor slot owns a
-  small device region ``[count, bank 0 values, bank 1 values, ...]`` that the metric kernel
-  captured with the graph adds into (:mod:`.graph_metric_kernel`); a host number is a
-  constant of the slot, multiplied by the replays at read-back.
+  small device region ``[count, dump values, bank 0 values, bank 1 values, ...]`` that the
+  metric kernel captured with the graph adds into (:mod:`.graph_metric_kernel`); a host number
+  is a constant of the slot, multiplied by the replays at read-back.
 * A **bank** is a run of consecutive replays of the book that attribute alike (same epoch,
   same contexts on the launching thread).  The graph-launch callback (:func:`replayed`, one
-  Python call per replay, from the backend) opens a bank when that key changes and writes
-  the bank of replay ``k`` into the book's **table** (host-mapped memory) at ``k % TABLE_SLOTS``;
-  the metric kernel of replay ``k`` counts ``k`` itself (replays of one executable graph run
-  one after the other) and adds into that bank.  Memory grows with slots x banks, never
-  with the number of replays.
+  Python call per replay, from the backend) opens a bank when that key changes and, only
+  then, has the book's **bank word** (device memory) rewritten on the replay's stream, ahead
+  of the replay (:attr:`Book.write`); every metric kernel of a replay reads that word, counts
+  its run and adds into that bank.  Memory grows with slots x banks, never with the number of
+  replays; a replay in the same context as the one before costs the device nothing extra.
 * Opening a bank records, per active session, the context code and phase a kernel launched
   there would get.  :func:`drain` (at flush, after the device synchronisation a flush makes
   anyway) reads each region once and adds each bank's change since the previous read; regions
@@ -43,11 +43,11 @@ ENABLE_ENV = "PROTON_CTYPES_GRAPH_METRICS"
 #: banks a book holds between two read-backs (``PROTON_CTYPES_GRAPH_METRIC_BANKS``); replays
 #: beyond them join the last bank and are counted in :data:`stats` ``["merged_replays"]``
 DEFAULT_BANKS = 64
-#: entries of a book's replay -> bank table: the host may run this many replays ahead of the
-#: device (CUDA queues about a thousand launches per stream before a launch blocks)
-TABLE_SLOTS = 4096
 #: the count word in front of a region's banks
 COUNT_WORDS = 1
+#: the device bank replays nobody reported add into (the bank word's initial zero; never read);
+#: bank ``b`` of :attr:`Book.banks` is device bank ``b + 1``
+DUMP_BANK = 0
 
 #: every book, by the capture that made it (kept for the life of the process: the graph's
 #: kernels keep adding into its regions)
@@ -119,16 +119,19 @@ class Bank:
 class Book:
     """The metric slots of one captured graph and the banks its replays add into."""
 
-    def __init__(self, table, banks: int):
-        #: replay ordinal modulo TABLE_SLOTS -> bank (int32; host-mapped memory on a GPU); an
-        #: entry no replay claimed names the *dump* bank, after the last one, never read:
-        #: replays nobody reported land there, not in a bank of some context
-        self.table = table
+    def __init__(self, banks: int, write: Optional[Callable] = None):
+        #: ``write(device bank, stream, previous stream)``: make the device's metric kernels of
+        #: the replays launched from now on (on ``stream``) add into that bank, in stream order
+        #: after the replays launched before (on ``previous stream``); None: no device
+        self.write = write
+        #: the device bank as last written (:data:`DUMP_BANK` until the first reported replay:
+        #: replays nobody reported land there, not in a bank of some context)
+        self.device_bank = DUMP_BANK
+        #: the stream of the latest replay
+        self.stream = None
         #: the capture (``capture_edge`` count) that made it
         self.capture = None
         self.nbanks = banks
-        self.dump = banks
-        table[:] = self.dump
         self.slots = []
         #: the host's count of this graph's replays (= the device's ordinal of the next one)
         self.launched = 0
@@ -141,12 +144,13 @@ class Book:
 
     def region_words(self, numel: int) -> int:
         """Words of one tensor slot's region: the count, then one bank of ``numel`` values each
-        (the dump bank last)."""
+        (the dump bank first)."""
         return COUNT_WORDS + (self.nbanks + 1) * numel
 
-    def replay(self, key, targets: Callable[[], dict]) -> None:
-        """Note one replay launched now: its bank (a free one, attributed by ``targets()``, when
-        ``key`` changed), in the table at its ordinal."""
+    def replay(self, key, targets: Callable[[], dict], stream=None) -> None:
+        """Note one replay launched now on ``stream``: its bank (a free one, attributed by
+        ``targets()``, when ``key`` changed), written to the device when it is not the last
+        one written."""
         with self.lock:
             if key != self.key or self.current < 0:
                 free = self.banks.index(None) if None in self.banks else -1
@@ -160,8 +164,17 @@ class Book:
             k = self.launched
             bank.replays += 1
             bank.last = k
-            self.table[k % len(self.table)] = self.current
             self.launched = k + 1
+            previous, self.stream = self.stream, stream
+            want = self.current + 1
+            if want == self.device_bank or self.write is None:
+                return
+            self.device_bank = want
+        try:   # outside the lock: a CUDA call (it queues a memset, it never waits)
+            self.write(want, stream, previous)
+        except Exception:
+            self.device_bank = -1   # unknown: written again at the next replay
+            raise
 
 
 def capture_book(graph):
@@ -171,10 +184,10 @@ def capture_book(graph):
     return book if book is not None and book.capture == getattr(_capturing, "seq", None) else None
 
 
-def new_book(graph, table, banks: Optional[int] = None) -> Book:
+def new_book(graph, write: Optional[Callable] = None, banks: Optional[int] = None) -> Book:
     """Register the book of the capture in progress on this thread into ``graph`` (its CUgraph
-    handle) and return it."""
-    book = Book(table, bank_count() if banks is None else banks)
+    handle) and return it; ``write``: :attr:`Book.write`."""
+    book = Book(bank_count() if banks is None else banks, write)
     book.capture = getattr(_capturing, "seq", None)
     with _lock:
         books[(graph, book.capture)] = book
@@ -233,10 +246,11 @@ def _targets_now(ctx) -> dict:
     return out
 
 
-def replayed(graph, tid: int, t: int, exec_handle=None) -> None:
+def replayed(graph, tid: int, t: int, exec_handle=None, stream=None) -> None:
     """A replay of the executable graph ``exec_handle`` made from ``graph`` is being launched now
     on the calling thread (``tid``, ``t``: its id and the time; the backend's graph-launch
-    callback).  Without an instantiation seen (or an executable handle), ``graph``'s latest book."""
+    callback, before the launch is queued on ``stream``).  Without an instantiation seen (or an
+    executable handle), ``graph``'s latest book."""
     stats["replays"] += 1
     book = by_exec.get(exec_handle) if exec_handle is not None else None
     if book is None:
@@ -245,7 +259,7 @@ def replayed(graph, tid: int, t: int, exec_handle=None) -> None:
         stats["unknown_graph"] += 1
         return
     ctx = tls.__dict__.get("ctx")   # no AttributeError raised (and caught) on a thread without one
-    book.replay(_replay_key(ctx), lambda: _targets_now(ctx))
+    book.replay(_replay_key(ctx), lambda: _targets_now(ctx), stream)
 
 
 def _read_region(region) -> np.ndarray:
@@ -262,7 +276,7 @@ def _values(slot: Slot, words: np.ndarray, bank: int, replays: int):
         if not replays or tmetrics.parse_key(slot.key)[1] == tmetrics.PTY:
             return c if replays else None
         return [x * replays for x in c] if isinstance(c, list) else c * replays
-    lo = COUNT_WORDS + bank * slot.numel
+    lo = COUNT_WORDS + (bank + 1) * slot.numel
     vals, old = words[lo:lo + slot.numel], slot.seen[lo:lo + slot.numel]
     if slot.is_float:
         py = [float(x) for x in vals.view(np.float64) - old.view(np.float64)]

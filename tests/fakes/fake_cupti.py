@@ -81,6 +81,7 @@ CBID_GRAPHNODE_CREATED, CBID_GRAPHNODE_CLONED, CBID_GRAPH_CREATED, CBID_GRAPHEXE
 CBID_NVTX_RANGE_PUSH_A, CBID_NVTX_RANGE_POP = 8, 11     # cupti_nvtx_cbid.h
 NVTX_INJECTION_ENV = "NVTX_INJECTION64_PATH"
 CU_LAUNCH_KERNEL, CU_LAUNCH_KERNEL_EX, CU_GRAPH_LAUNCH, CUDA_LAUNCH_KERNEL = 307, 652, 514, 211
+CU_GRAPH_LAUNCH_PTSZ = 515
 CUDA_GRAPH_LAUNCH = 311
 #: cuStreamBeginCapture_v2, cuStreamEndCapture (cupti_driver_cbid.h)
 CU_STREAM_BEGIN_CAPTURE_V2, CU_STREAM_END_CAPTURE = 539, 497
@@ -447,16 +448,18 @@ class FakeCupti:
             self._resource(CBID_GRAPHEXEC_CREATED, named, 0, 0, exec_handle)
         return FakeGraph(exec_id, nodes, graph.names, exec_handle)
 
-    def replay(self, graph_exec, dur_ns=800, stream=7, device=0, api="driver"):
+    def replay(self, graph_exec, dur_ns=800, stream=7, device=0, api="driver", per_thread=False):
         """Launch an instantiated graph: one cuGraphLaunch API record (its callback's
-        ``functionParams`` a ``cuGraphLaunch_params`` naming the exec), one kernel record per node.
-        ``api="runtime"`` models torch: cudaGraphLaunch's runtime callback and API record around
-        the nested cuGraphLaunch's driver callback, all with the id the kernels carry."""
+        ``functionParams`` a ``cuGraphLaunch_params`` naming the exec and ``stream``), one kernel
+        record per node.  ``api="runtime"`` models torch: cudaGraphLaunch's runtime callback and
+        API record around the nested cuGraphLaunch's driver callback, all with the id the kernels
+        carry; ``per_thread``: the driver call is ``cuGraphLaunch_ptsz``."""
         corr = next(self._corr)
         params = ctypes.create_string_buffer(GRAPH_LAUNCH_PARAMS_FORMAT.pack(graph_exec.handle, stream), 16)
         if api == "runtime":
             self._callback(DOMAIN_RUNTIME, CUDA_GRAPH_LAUNCH, 0, corr)
-        self._api_call(KIND_DRIVER, CU_GRAPH_LAUNCH, corr, params=ctypes.addressof(params))
+        self._api_call(KIND_DRIVER, CU_GRAPH_LAUNCH_PTSZ if per_thread else CU_GRAPH_LAUNCH, corr,
+                       params=ctypes.addressof(params))
         if api == "runtime":
             self._callback(DOMAIN_RUNTIME, CUDA_GRAPH_LAUNCH, 1, corr)
         t = self._now() + 1000

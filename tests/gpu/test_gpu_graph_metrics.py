@@ -106,6 +106,24 @@ with torch.cuda.graph(g4, stream=side):
 with proton.scope("multi_stream"):
     g4.replay()
 
+# 9. contexts alternating at every replay, on two streams, queued behind a long kernel: the bank
+#    word's memsets keep each replay's values in its own context
+g9 = torch.cuda.CUDAGraph()
+one = torch.ones((), device="cuda")
+with torch.cuda.graph(g9, stream=side):
+    with proton.scope("alternating", metrics={"n": one}):
+        bump[(1,)](c)
+sa, sb = torch.cuda.Stream(), torch.cuda.Stream()
+sa.wait_stream(side)
+sb.wait_stream(side)
+with torch.cuda.stream(sa):
+    torch.cuda._sleep(50_000_000)
+for i in range(40):
+    with torch.cuda.stream(sa if (i // 3) % 2 == 0 else sb):
+        with proton.scope(f"ctx{i % 2}"):
+            g9.replay()
+torch.cuda.synchronize()
+
 # 5. many replays: memory does not grow
 with proton.scope("many"):
     for _ in range(10000):
@@ -225,6 +243,15 @@ def test_metric_kernels_on_two_streams_of_one_graph(out):
     cap = _find(_tree(d, "graph.hatchet"), "multi_stream", "<captured_at>")
     assert _find(cap, "main_stream")["metrics"]["f"] == 3.0
     assert _find(cap, "other_stream")["metrics"]["f"] == 5.0
+
+
+def test_contexts_alternating_on_two_streams_behind_a_busy_queue_keep_their_own_values(out):
+    d, _ = out
+    tree = _tree(d, "graph.hatchet")
+    for ctx in ("ctx0", "ctx1"):
+        node = _find(tree, ctx, "<captured_at>", "alternating")
+        assert node["metrics"]["n"] == 20.0
+        assert _find(node, "bump")["metrics"]["count"] == 20
 
 
 def test_ten_thousand_replays_in_one_scope_use_one_bank(out):

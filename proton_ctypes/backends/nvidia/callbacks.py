@@ -239,7 +239,7 @@ class CallbackHub(GraphHooks, NvtxHooks):
                     elif head.site == enter:
                         t = now()
                         graph_append((head.correlation_id, native_id(), t))
-                        on_replay(head, t)
+                        on_replay(head, t, cbid)
             return callback
 
         append = self.py_entries.append
@@ -256,7 +256,7 @@ class CallbackHub(GraphHooks, NvtxHooks):
                     append((head.correlation_id, python_context(), native_id(), t))
                     if cbid in graph_cbids:
                         graph_append((head.correlation_id, native_id(), t))
-                        on_replay(head, t)
+                        on_replay(head, t, cbid)
             elif domain == resource:
                 keep()
                 on_resource(cbid, data)

@@ -3,7 +3,8 @@
 Two users, one loaded library:
 
 * the device-tensor metrics (:mod:`proton_ctypes.core.metric_launch`): launch a compiled
-  kernel, read its parameter layout, ask whether a stream is capturing (:data:`PROTOTYPES`);
+  kernel, read its parameter layout, ask whether a stream is capturing, and write a graph's
+  current metric bank in the order of its replays (:data:`PROTOTYPES`);
 * the CUPTI backend: synchronise every device before a flush, and the device attributes of
   the hatchet device-info block (:data:`DEVICE_PROTOTYPES`).
 
@@ -32,6 +33,10 @@ PROTOTYPES = {
     "cuStreamGetCaptureInfo_v2": (c_int, [c_void_p, P(c_int), P(ctypes.c_uint64), P(c_void_p), P(c_void_p),
                                           P(c_size_t)]),
     "cuGetErrorString": (c_int, [c_int, P(ctypes.c_char_p)]),
+    "cuMemsetD32Async": (c_int, [ctypes.c_uint64, c_uint, c_size_t, c_void_p]),
+    "cuEventCreate": (c_int, [P(c_void_p), c_uint]),
+    "cuEventRecord": (c_int, [c_void_p, c_void_p]),
+    "cuStreamWaitEvent": (c_int, [c_void_p, c_void_p, c_uint]),
 }
 #: the CUPTI backend's functions (device synchronisation and attributes); ``CUdevice`` is an int
 DEVICE_PROTOTYPES = {
@@ -51,6 +56,8 @@ DEVICE_PROTOTYPES = {
 CUDA_SUCCESS = 0
 CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_NOT_FOUND = 500
+#: CUevent_flags: an event only for ordering (no timestamps to take)
+EVENT_DISABLE_TIMING = 0x2
 #: CUstreamCaptureStatus
 CAPTURE_STATUS_NONE, CAPTURE_STATUS_ACTIVE, CAPTURE_STATUS_INVALIDATED = 0, 1, 2
 #: CUdevice_attribute values (cuda.h) of the device-info block
@@ -128,6 +135,25 @@ class CudaDriver:
         rc = self.lib.cuStreamGetCaptureInfo_v2(stream, ctypes.byref(status), None, ctypes.byref(graph), None, None)
         self.check("cuStreamGetCaptureInfo_v2", rc)
         return graph.value if status.value == CAPTURE_STATUS_ACTIVE and graph.value else None
+
+    def write32_async(self, address: int, value: int, stream: int, after: Optional[tuple] = None) -> None:
+        """Write the 32-bit ``value`` at device ``address`` once the work queued on ``stream`` so far
+        has run (``cuMemsetD32Async``: a memset, not a kernel, so no kernel of ours shows in the
+        profile).  ``after`` = ``(event, other stream)``: first make ``stream`` wait for what is
+        queued on the other stream too, unless that one is being captured (a wait on a capture
+        would join it)."""
+        if after is not None:
+            event, other = after
+            if not self.is_capturing(other):
+                self.check("cuEventRecord", self.lib.cuEventRecord(event, other))
+                self.check("cuStreamWaitEvent", self.lib.cuStreamWaitEvent(stream, event, 0))
+        self.check("cuMemsetD32Async", self.lib.cuMemsetD32Async(address, value, 1, stream))
+
+    def ordering_event(self) -> int:
+        """A new event of the current context that only orders streams (no timing)."""
+        event = c_void_p()
+        self.check("cuEventCreate", self.lib.cuEventCreate(ctypes.byref(event), EVENT_DISABLE_TIMING))
+        return event.value
 
     # ------------------------------------------------------------------ the CUPTI backend
     def _init(self) -> None:

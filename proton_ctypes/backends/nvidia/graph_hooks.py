@@ -5,7 +5,8 @@ Two things the engine must learn from the driver, through :attr:`Backend.graph_h
 * **capture edges**: ``cuStreamBeginCapture*`` (at ENTER, before the stream captures) and
   ``cuStreamEndCapture*`` (at EXIT): metrics given in between belong to the graph;
 * **replays**: each driver ``cuGraphLaunch`` (once per replay; the runtime's call nests one),
-  with the executable graph and the captured graph it was made from (``GRAPHEXEC_CREATED`` gives
+  at its ENTER (before the replay is queued), with its stream, the executable graph and the
+  captured graph it was made from (``GRAPHEXEC_CREATED`` gives
   the pair, :attr:`CallbackHub.exec_graph`, and is passed on at once: torch destroys the captured
   graph after instantiating it, and a later capture may reuse its handle).
 
@@ -18,13 +19,20 @@ import ctypes
 import threading
 
 from . import layout as L
-from .cbids import CB_DOMAIN_DRIVER_API, CB_SITE_ENTER, DRIVER_CAPTURE_BEGIN_CBIDS, DRIVER_CAPTURE_END_CBIDS
+from .cbids import (CB_DOMAIN_DRIVER_API, CB_SITE_ENTER, DRIVER_CAPTURE_BEGIN_CBIDS, DRIVER_CAPTURE_END_CBIDS,
+                    DRIVER_LAUNCH_CBIDS)
 from .lib import CuptiError
 
 #: Clone links followed at most from an executable graph's graph to the captured one.
 MAX_CLONE_HOPS = 64
 #: The stream-capture begin and end callback ids.
 CAPTURE_CBIDS = frozenset(DRIVER_CAPTURE_BEGIN_CBIDS + DRIVER_CAPTURE_END_CBIDS)
+#: ``cuGraphLaunch_ptsz``: its NULL stream is the thread's default stream, not the legacy one
+GRAPH_LAUNCH_PTSZ_CBID = DRIVER_LAUNCH_CBIDS["cuGraphLaunch_ptsz"]
+#: ``CU_STREAM_PER_THREAD``: the handle naming the calling thread's default stream in any call
+STREAM_PER_THREAD = 0x2
+#: ``cuGraphLaunch_params``: ``{CUgraphExec hGraphExec; CUstream hStream}``
+GRAPH_LAUNCH_STREAM_OFFSET = ctypes.sizeof(ctypes.c_void_p)
 
 
 class GraphHooks:
@@ -72,9 +80,9 @@ class GraphHooks:
             hops += 1
         return graph
 
-    def _on_graph_replay(self, head, t) -> None:
+    def _on_graph_replay(self, head, t, cbid=None) -> None:
         """A driver graph launch (once per replay, the runtime call nests one): tell the engine
-        which captured graph is replayed (``cuGraphLaunch_params.hGraphExec``)."""
+        which captured graph is replayed, and on which stream (``cuGraphLaunch_params``)."""
         hooks = self.graph_hooks
         if hooks is None or not head.params:
             return
@@ -82,7 +90,10 @@ class GraphHooks:
             exec_handle = ctypes.c_void_p.from_address(head.params).value
             graph = self.captured_graph(exec_handle)
             if graph is not None:
-                hooks[1](graph, threading.get_native_id(), t, exec_handle)
+                stream = ctypes.c_void_p.from_address(head.params + GRAPH_LAUNCH_STREAM_OFFSET).value or 0
+                if not stream and cbid == GRAPH_LAUNCH_PTSZ_CBID:
+                    stream = STREAM_PER_THREAD
+                hooks[1](graph, threading.get_native_id(), t, exec_handle, stream)
         except Exception:
             self.callback_errors += 1
 
