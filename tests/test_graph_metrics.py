@@ -636,3 +636,20 @@ def test_the_bank_writer_queues_a_memset_behind_the_previous_replays_stream(capt
     finally:
         cuda_driver._driver[:] = saved
     assert fake.calls == expected
+
+
+def test_replays_alternating_between_two_contexts_share_two_banks(dev, tmp_path, monkeypatch):
+    monkeypatch.setitem(graph_metrics.stats, "merged_replays", 0)
+    monkeypatch.setenv("PROTON_CTYPES_GRAPH_METRIC_BANKS", "4")
+    proton.start(str(tmp_path / "t"), backend="mock")
+    x = DeviceTensor(1)
+    graph = dev.capture(metric_scope("s", {"n": x}))
+    for i in range(200):
+        with proton.scope(f"ctx{i % 2}"):
+            dev.replay(graph)
+    proton.finalize()
+    tree, _ = read_tree(tmp_path / "t.hatchet")
+    assert graph_metrics.stats["merged_replays"] == 0          # 4 banks were enough
+    assert len(dev.writes) == 200                              # the bank word changes at every replay
+    for ctx in ("ctx0", "ctx1"):
+        assert find(tree, ctx, "<captured_at>", "s")["metrics"]["n"] == 100

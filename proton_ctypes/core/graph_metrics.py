@@ -9,10 +9,10 @@ was live at capture and is active at the replay (docs/graph-metrics.md has the d
   small device region ``[count, dump values, bank 0 values, bank 1 values, ...]`` that the
   metric kernel captured with the graph adds into (:mod:`.graph_metric_kernel`); a host number
   is a constant of the slot, multiplied by the replays at read-back.
-* A **bank** is a run of consecutive replays of the book that attribute alike (same epoch,
-  same contexts on the launching thread).  The graph-launch callback (:func:`replayed`, one
-  Python call per replay, from the backend) opens a bank when that key changes and, only
-  then, has the book's **bank word** (device memory) rewritten on the replay's stream, ahead
+* A **bank** gathers the replays of the book that attribute alike (one replay key: same
+  epoch, same contexts on the launching thread).  The graph-launch callback (:func:`replayed`,
+  one Python call per replay, from the backend) finds the key's bank (or opens one) when the
+  key changes and, only then, has the book's **bank word** (device memory) rewritten on the replay's stream, ahead
   of the replay (:attr:`Book.write`); every metric kernel of a replay reads that word, counts
   its run and adds into that bank.  Memory grows with slots x banks, never with the number of
   replays; a replay in the same context as the one before costs the device nothing extra.
@@ -105,12 +105,13 @@ class Slot:
 
 
 class Bank:
-    """A run of replays attributed alike: ``targets`` ``{session id: (context code, phase)}``,
-    the replays launched since the last read-back and the ordinal of the latest one."""
+    """The replays attributed alike (one replay key): ``targets`` ``{session id: (context code,
+    phase)}``, the replays launched since the last read-back and the ordinal of the latest one."""
 
-    __slots__ = ("targets", "replays", "last")
+    __slots__ = ("key", "targets", "replays", "last")
 
-    def __init__(self, targets: dict):
+    def __init__(self, key, targets: dict):
+        self.key = key
         self.targets = targets
         self.replays = 0
         self.last = -1
@@ -136,9 +137,12 @@ class Book:
         #: the host's count of this graph's replays (= the device's ordinal of the next one)
         self.launched = 0
         self.key = None
-        #: bank index -> Bank, or None when free; ``current``: the bank of ``key``
+        #: bank index -> Bank, or None when free; ``current``: the bank of ``key``; ``by_key``:
+        #: replay key -> index of its bank while that bank is held (a context the replays come
+        #: back to, e.g. alternating scopes, keeps its bank until a read-back frees it)
         self.banks = [None] * banks
         self.current = -1
+        self.by_key = {}
         #: taken by the launching thread (per replay) and the read-back, never across a CUDA call
         self.lock = threading.Lock()
 
@@ -148,15 +152,18 @@ class Book:
         return COUNT_WORDS + (self.nbanks + 1) * numel
 
     def replay(self, key, targets: Callable[[], dict], stream=None) -> None:
-        """Note one replay launched now on ``stream``: its bank (a free one, attributed by
-        ``targets()``, when ``key`` changed), written to the device when it is not the last
-        one written."""
+        """Note one replay launched now on ``stream``: its bank (when ``key`` changed: the one
+        ``key`` holds, else a free one attributed by ``targets()``), written to the device when
+        it is not the last one written."""
         with self.lock:
             if key != self.key or self.current < 0:
-                free = self.banks.index(None) if None in self.banks else -1
-                if free >= 0:
-                    self.banks[free] = Bank(targets())
-                    self.current = free
+                held = self.by_key.get(key)
+                free = -1 if held is not None else (self.banks.index(None) if None in self.banks else -1)
+                if held is not None:
+                    self.current = held
+                elif free >= 0:
+                    self.banks[free] = Bank(key, targets())
+                    self.by_key[key] = self.current = free
                 elif self.current >= 0:
                     stats["merged_replays"] += 1
                 self.key = key
@@ -301,6 +308,8 @@ def _read_back(book: Book) -> None:
             bank.replays = 0
             if b != book.current and bank.last < ran:
                 book.banks[b] = None
+                if book.by_key.get(bank.key) == b:
+                    del book.by_key[bank.key]
     grafts = {}
     for slot, words in zip(book.slots, reads):
         if words is not None and slot.seen is None:
