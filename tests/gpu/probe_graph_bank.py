@@ -15,7 +15,9 @@ its own, rounds alternating:
   buffers wait: ``PROTON_CTYPES_PARSE_BATCH``) and ``proton_ctypes:switch=S``
   (``sys.setswitchinterval(S)``: how long a thread holds the GIL while another waits) and
   ``proton_ctypes:cupti=triton`` (the libcupti of the triton wheel, as Proton loads, instead of
-  the one torch mapped).
+  the one torch mapped); ``proton_ctypes:env:NAME=VALUE`` sets an environment variable first
+  (e.g. ``PROTON_CTYPES_GRAPH_METRICS=0``: no engine work per replay; ``PROTON_CTYPES_LAUNCH_SOURCE=api``:
+  no graph-launch callback at all).  ``PROBE_VARIANTS`` may name any of these.
 
 Per variant: µs per replay of the first 10 000 replays right after the capture (in chunks: the
 ramp), then per rep: the bare graph's loop (profiled too, when a profiler runs: it was captured
@@ -104,6 +106,9 @@ def worker(variant: str) -> dict:
         os.environ["PROTON_CTYPES_PARSE_BATCH"] = knob.split("=")[1]
     elif knob.startswith("switch="):
         sys.setswitchinterval(float(knob.split("=")[1]))
+    elif knob.startswith("env:"):
+        name, _, value = knob[len("env:"):].partition("=")
+        os.environ[name] = value
     elif knob == "cupti=triton":
         from proton_ctypes.backends.nvidia.locate import triton_wheel_cupti
         os.environ["TRITON_CUPTI_LIB_PATH"] = triton_wheel_cupti()
@@ -178,7 +183,7 @@ def _other_threads_cpu_s() -> float:
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     chosen = os.environ.get("PROBE_VARIANTS")
-    variants = tuple(v for v in VARIANTS if not chosen or v in chosen.split(","))
+    variants = tuple(v.strip() for v in chosen.split(",") if v.strip()) if chosen else VARIANTS
     rows = {v: [] for v in variants}
     for r in range(rounds):
         order = variants[r % len(variants):] + variants[:r % len(variants)]
