@@ -229,8 +229,10 @@ def _replay_key(ctx):
     the calling thread's views.  No lock is taken: this runs inside the driver's graph launch."""
     if ctx is None:
         return (G.epoch, None)
-    st = ctx.state
-    return (G.epoch, ctx.epoch, st, tuple(v.top for v in ctx.views))
+    views = ctx.views
+    if len(views) == 1:   # the common case, without a generator (a third of the call's cost)
+        return (G.epoch, ctx.epoch, ctx.state, views[0].top)
+    return (G.epoch, ctx.epoch, ctx.state, tuple([v.top for v in views]))
 
 
 def _targets_now(ctx) -> dict:
