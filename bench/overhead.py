@@ -58,6 +58,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ============================================================================ worker
+def tiny_kernel():
+    """The cases' Triton kernel: adds 1 to ``size`` floats from ``x_ptr`` (``tiny[(1,)](x, 1024, BLOCK=1024)``)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def tiny(x_ptr, size, BLOCK: tl.constexpr):
+        off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = off < size
+        tl.store(x_ptr + off, tl.load(x_ptr + off, mask=m) + 1, mask=m)
+    return tiny
+
+
 def cases_of(impl: str) -> tuple:
     """The cases (of those selected, :data:`CASES`) an implementation runs: the hook diagnostics
     only the launch-hook case, ``torch.profiler`` and the other diagnostics the basic ones."""
@@ -77,14 +90,8 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
                 del CASES[c]
     import torch
     import triton
-    import triton.language as tl
 
-    @triton.jit
-    def tiny(x_ptr, size, BLOCK: tl.constexpr):
-        off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = off < size
-        tl.store(x_ptr + off, tl.load(x_ptr + off, mask=m) + 1, mask=m)
-
+    tiny = tiny_kernel()
     x = torch.zeros(1024, device="cuda")
 
     def meta(grid, metadata, args):

@@ -83,16 +83,9 @@ def _metric_graph(launch, word_in_device: bool):
 
 def worker(variant: str) -> dict:
     import torch
-    import triton
-    import triton.language as tl
-    from overhead import _bare_graph, _capture
+    from overhead import _bare_graph, _capture, tiny_kernel
 
-    @triton.jit
-    def tiny(x_ptr, size, BLOCK: tl.constexpr):
-        off = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = off < size
-        tl.store(x_ptr + off, tl.load(x_ptr + off, mask=m) + 1, mask=m)
-
+    tiny = tiny_kernel()
     x = torch.zeros(1024, device="cuda")
 
     def launch():
