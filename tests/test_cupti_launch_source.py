@@ -140,3 +140,18 @@ def test_a_kernel_without_queued_time_falls_back_to_the_root_of_no_thread():
     tids = dict(zip(rows["corr"].tolist(), rows["tid"].tolist()))
     assert sorted(tids.values()) == sorted([threading.get_native_id(), -1])
     assert np.all(rows["launch_ns"] > 0)
+
+
+def test_per_thread_buffers_switched_off_on_request_take_the_launch_api_records(monkeypatch):
+    """The diagnostic PROTON_CTYPES_PER_THREAD_BUFFERS=0: one buffer queue, API records."""
+    from proton_ctypes.backends.nvidia.activity import PER_THREAD_BUFFERS_ENV
+    monkeypatch.setenv(PER_THREAD_BUFFERS_ENV, "0")
+    backend, fake, sink = started_backend()
+    try:
+        assert backend.launch_source == "api"
+        assert not fake.per_thread_buffers
+        assert KIND_DRIVER in fake.kinds and KIND_RUNTIME in fake.kinds
+        fake.launch("k")
+    finally:
+        backend.stop()
+    assert len(sink.rows()) == 1

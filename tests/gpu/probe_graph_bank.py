@@ -17,7 +17,8 @@ its own, rounds alternating:
   ``proton_ctypes:cupti=triton`` (the libcupti of the triton wheel, as Proton loads, instead of
   the one torch mapped); ``proton_ctypes:env:NAME=VALUE`` sets an environment variable first
   (e.g. ``PROTON_CTYPES_GRAPH_METRICS=0``: no engine work per replay; ``PROTON_CTYPES_LAUNCH_SOURCE=api``:
-  no graph-launch callback at all).  ``PROBE_VARIANTS`` may name any of these.
+  no graph-launch callback at all; ``PROTON_CTYPES_PER_THREAD_BUFFERS=0``: one buffer queue, as
+  Proton's CUPTI 12 keeps, so CUPTI writes no record on the replaying thread).  ``PROBE_VARIANTS`` may name any of these.
 
 Per variant: µs per replay of the first 10 000 replays right after the capture (in chunks: the
 ramp), then per rep: the bare graph's loop (profiled too, when a profiler runs: it was captured

@@ -45,6 +45,9 @@ LAUNCH_FROM_POSITION = "position"
 KERNEL_RECORD_SOURCES = (LAUNCH_FROM_KERNEL, LAUNCH_FROM_POSITION)
 #: Forces a launch source (``kernel``, ``position`` or ``api``).
 LAUNCH_SOURCE_ENV = "PROTON_CTYPES_LAUNCH_SOURCE"
+#: ``0``: one buffer queue for every thread (CUPTI before 13's default), a diagnostic of what
+#: CUPTI's per-thread buffers cost the launching threads; the launch source is then ``api``
+PER_THREAD_BUFFERS_ENV = "PROTON_CTYPES_PER_THREAD_BUFFERS"
 #: ``1``: latency timestamps wait for the first context change (:func:`lazy_timestamps`)
 LAZY_TIMESTAMPS_ENV = "PROTON_CTYPES_LAZY_TIMESTAMPS"
 #: ``0``: CUPTI stays attached after a session's stop (by default it is detached, ``cuptiFinalize``,
@@ -85,9 +88,13 @@ def choose_launch_source(lib: CuptiLib, extcorr: bool, environ=None, serialized:
     (``mode="pcsampling"``, :func:`enable_activity`) are joined through the API records too:
     whether CUPTI stamps their ``queued`` time is not known, and that mode synchronizes every
     launch anyway.  Per-thread buffers are asked for in every case (CUDA 13's default): the
-    buffer pool grows with the launching threads.
+    buffer pool grows with the launching threads; ``PROTON_CTYPES_PER_THREAD_BUFFERS=0`` asks
+    for one queue instead (a diagnostic, :data:`PER_THREAD_BUFFERS_ENV`).
     """
     env = os.environ if environ is None else environ
+    if env.get(PER_THREAD_BUFFERS_ENV, "").strip() == "0":
+        lib.set_per_thread_buffers(False)
+        return LAUNCH_FROM_API, False
     per_thread = lib.set_per_thread_buffers(True)
     forced = env.get(LAUNCH_SOURCE_ENV, "").strip().lower()
     if extcorr or serialized or forced == LAUNCH_FROM_API or not per_thread:
