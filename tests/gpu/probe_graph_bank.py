@@ -23,7 +23,9 @@ its own, rounds alternating:
 Per variant: µs per replay of the first 10 000 replays right after the capture (in chunks: the
 ramp), then per rep: the bare graph's loop (profiled too, when a profiler runs: it was captured
 before the session), the metric graph's loop, their difference (the median over reps), the
-launching thread's CPU per replay and the other threads' CPU (the collector's, CUPTI's).
+launching thread's CPU per replay and the other threads' CPU (the collector's, CUPTI's); last,
+the host's own cost of one ``replay()`` call of each graph, timed call by call with the queue
+never full (``launch_call_us``, ``bare_launch_call_us``): a loop bound by the GPU hides it.
 
 Run: ``python tests/gpu/probe_graph_bank.py [ROUNDS]`` on a GPU machine (``PROBE_VARIANTS``: a
 comma-separated subset); prints one JSON document.
@@ -46,6 +48,8 @@ VARIANTS = ("kernels:none", "kernels:mapped", "kernels:device", "proton", "proto
 REPLAYS, WARM, REPS = 10_000, 100, 3
 #: replays per timed chunk of the first loop
 CHUNK = 1000
+#: replay() calls timed one by one, a sync after every CALL_BATCH of them
+CALL_SAMPLES, CALL_BATCH = 2000, 8
 CHILD_TIMEOUT_S = 180
 
 
@@ -148,6 +152,8 @@ def worker(variant: str) -> dict:
     # the other threads' CPU (the collector's) per replayed kernel of the timed loops
     out["other_threads_cpu_us_per_replay"] = round(
         (_other_threads_cpu_s() - cpu0) / (REPS * (2 * REPLAYS + WARM)) * 1e6, 3)
+    out["launch_call_us"] = _launch_call_us(replay, sync)
+    out["bare_launch_call_us"] = _launch_call_us(bare, sync)
     if scope is not None:
         scope.__exit__(None, None, None)
         if variant.startswith("proton_ctypes"):
@@ -157,6 +163,20 @@ def worker(variant: str) -> dict:
         proton.finalize()
     out["overhead_us"] = statistics.median(out["pairs_us"])
     return out
+
+
+def _launch_call_us(replay, sync) -> float:
+    """Median µs of one ``replay()`` call with the queue never full (a sync every
+    :data:`CALL_BATCH` replays): what a replay costs the host, whatever the GPU takes."""
+    calls = []
+    for _ in range(CALL_SAMPLES // CALL_BATCH):
+        sync()
+        for _ in range(CALL_BATCH):
+            t0 = time.perf_counter()
+            replay()
+            calls.append(time.perf_counter() - t0)
+    sync()
+    return round(statistics.median(calls) * 1e6, 3)
 
 
 def _other_threads_cpu_s() -> float:
@@ -194,7 +214,8 @@ def main() -> None:
         ok = [o for o in outs if "overhead_us" in o]
         summary[v] = {"overhead_us": statistics.median([o["overhead_us"] for o in ok]) if ok else None,
                       "cpu_us": statistics.median([c for o in ok for c in o["cpu_us"]]) if ok else None,
-                      "first_us": statistics.median([o["first_us"] for o in ok]) if ok else None}
+                      "first_us": statistics.median([o["first_us"] for o in ok]) if ok else None,
+                      "launch_call_us": statistics.median([o["launch_call_us"] for o in ok]) if ok else None}
     print(json.dumps({"summary": summary, "rounds": rows}, indent=1))
 
 
