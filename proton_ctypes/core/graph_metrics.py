@@ -12,10 +12,11 @@ was live at capture and is active at the replay (docs/graph-metrics.md has the d
 * A **bank** gathers the replays of the book that attribute alike (one replay key: same
   epoch, same contexts on the launching thread).  The graph-launch callback (:func:`replayed`,
   one Python call per replay, from the backend) finds the key's bank (or opens one) when the
-  key changes and, only then, has the book's **bank word** (device memory) rewritten on the replay's stream, ahead
-  of the replay (:attr:`Book.write`); every metric kernel of a replay reads that word, counts
-  its run and adds into that bank.  Memory grows with slots x banks, never with the number of
-  replays; a replay in the same context as the one before costs the device nothing extra.
+  key changes and, only then, has the book's **bank word** (device memory) rewritten on the
+  replay's stream, ahead of the replay (:attr:`Book.write`); every metric kernel of a replay
+  reads that word, counts its run and adds into that bank.  Memory grows with slots x banks,
+  never with the number of replays; a replay in the same context as the one before costs the
+  device nothing extra.
 * Opening a bank records, per active session, the context code and phase a kernel launched
   there would get.  :func:`drain` (at flush, after the device synchronisation a flush makes
   anyway) reads each region once and adds each bank's change since the previous read; regions
