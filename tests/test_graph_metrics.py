@@ -579,6 +579,10 @@ def test_a_bank_change_on_another_stream_names_the_previous_replays_stream(dev, 
     assert find(tree, "b", "<captured_at>", "s")["metrics"]["n"] == 2
 
 
+#: a stream the previous replay ran on, destroyed since
+DESTROYED_STREAM = 0xDEAD
+
+
 class OrderingDriver:
     """libcuda's memset, event and stream-wait calls as the bank writer makes them."""
 
@@ -600,7 +604,13 @@ class OrderingDriver:
         return 0
 
     def cuStreamIsCapturing(self, stream, status):
+        if stream == DESTROYED_STREAM:
+            return 400   # CUDA_ERROR_INVALID_HANDLE
         status._obj.value = 1 if stream in self.capturing else 0
+        return 0
+
+    def cuGetErrorString(self, code, text):
+        text._obj.value = b"invalid resource handle"
         return 0
 
     def cuMemsetD32Async(self, address, value, count, stream):
@@ -653,3 +663,15 @@ def test_replays_alternating_between_two_contexts_share_two_banks(dev, tmp_path,
     assert len(dev.writes) == 200                              # the bank word changes at every replay
     for ctx in ("ctx0", "ctx1"):
         assert find(tree, ctx, "<captured_at>", "s")["metrics"]["n"] == 100
+
+
+def test_the_bank_is_still_written_when_the_previous_replays_stream_is_gone():
+    from proton_ctypes.backends.nvidia import driver as cuda_driver
+    fake = OrderingDriver()
+    saved = cuda_driver._driver[:]
+    try:
+        cuda_driver.driver(lib=fake)
+        gmk._bank_writer(Word())(2, 5, DESTROYED_STREAM)
+    finally:
+        cuda_driver._driver[:] = saved
+    assert fake.calls == [("create", 2), ("memset", 0xD000, 2, 1, 5)]

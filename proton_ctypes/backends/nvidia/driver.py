@@ -141,10 +141,14 @@ class CudaDriver:
         has run (``cuMemsetD32Async``: a memset, not a kernel, so no kernel of ours shows in the
         profile).  ``after`` = ``(event, other stream)``: first make ``stream`` wait for what is
         queued on the other stream too, unless that one is being captured (a wait on a capture
-        would join it)."""
+        would join it) or is gone (destroyed since: the write is still made, unordered)."""
         if after is not None:
             event, other = after
-            if not self.is_capturing(other):
+            try:
+                capturing = self.is_capturing(other)
+            except CudaError:
+                capturing = True
+            if not capturing:
                 self.check("cuEventRecord", self.lib.cuEventRecord(event, other))
                 self.check("cuStreamWaitEvent", self.lib.cuStreamWaitEvent(stream, event, 0))
         self.check("cuMemsetD32Async", self.lib.cuMemsetD32Async(address, value, 1, stream))
