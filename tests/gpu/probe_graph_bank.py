@@ -41,6 +41,7 @@ import threading
 import time
 
 import probe_common  # noqa: F401  (import paths)
+from attribution import thread_cpu_s  # noqa: E402  (bench/: the one reader of /proc's thread times)
 
 ROOT = probe_common.ROOT
 VARIANTS = ("kernels:none", "kernels:mapped", "kernels:device", "proton", "proton_ctypes",
@@ -180,18 +181,9 @@ def _launch_call_us(replay, sync) -> float:
 
 
 def _other_threads_cpu_s() -> float:
-    """CPU seconds of this process's threads other than the calling one (/proc, Linux)."""
-    me, total = str(threading.get_native_id()), 0.0
-    for tid in os.listdir("/proc/self/task"):
-        if tid == me:
-            continue
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    """CPU seconds of this process's threads other than the calling one."""
+    me = threading.get_native_id()
+    return sum(c for tid, c in thread_cpu_s().items() if tid != me)
 
 
 def main() -> None:

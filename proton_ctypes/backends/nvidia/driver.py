@@ -145,10 +145,10 @@ class CudaDriver:
         if after is not None:
             event, other = after
             try:
-                capturing = self.is_capturing(other)
-            except CudaError:
-                capturing = True
-            if not capturing:
+                unordered = self.is_capturing(other)
+            except CudaError:   # the other stream is gone
+                unordered = True
+            if not unordered:
                 self.check("cuEventRecord", self.lib.cuEventRecord(event, other))
                 self.check("cuStreamWaitEvent", self.lib.cuStreamWaitEvent(stream, event, 0))
         self.check("cuMemsetD32Async", self.lib.cuMemsetD32Async(address, value, 1, stream))
