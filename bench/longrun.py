@@ -28,6 +28,8 @@ the GIL or otherwise); for
 proton_ctypes also the scope-log entries its views hold at the end of the loop and its activity
 buffers then (``buffers_at_end``).
 
+``--impls`` may name ``proton_ctypes:env:NAME=VALUE`` (``bench/variants.py``): proton_ctypes with
+one diagnostic switch set, in the same interleaved rounds.
 ``--impls`` may add ``floor:kernels``, ``floor:per_thread`` and ``floor:ours``
 (``bench/cupti_floor.py``): CUPTI switched on with no profiler around it, the same scopes doing
 nothing.  Both profilers' resident memory grows on the H200 by about as much per million launches;
@@ -61,6 +63,7 @@ from attribution import other_threads_cpu_s, thread_cpu_s, thread_names  # noqa:
 import results_file  # noqa: E402
 from proton_overlay import real_proton  # noqa: E402
 from threads import KERNEL, count_kernels  # noqa: E402
+import variants  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ("proton", "proton_ctypes")
@@ -204,8 +207,9 @@ def profile_drains(path: str):
 def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_every: int, warm: int,
            drains_profile: str = None, floor_flush_s: float = 0.0) -> dict:
     """One process: a bare loop, then the profiled one; returns the figures."""
-    proton = _profiler(impl, backend, floor_flush_s)
-    write_profile = profile_drains(drains_profile) if drains_profile and impl == "proton_ctypes" else None
+    kind = variants.apply(impl)            # proton_ctypes:env:NAME=VALUE sets its switch first
+    proton = _profiler(kind, backend, floor_flush_s)
+    write_profile = profile_drains(drains_profile) if drains_profile and kind == "proton_ctypes" else None
     collector = None
     if backend == "mock":
         from proton_ctypes.backends import select
@@ -244,7 +248,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     cpu1 = thread_cpu_s()
     names = thread_names()               # before finalize: the profiler's threads still live
     entries, buffers = None, None
-    if impl == "proton_ctypes":
+    if kind == "proton_ctypes":
         from proton_ctypes.core import retention
         from proton_ctypes.core.registry import G
         entries = retention.retained_entries()
@@ -324,7 +328,7 @@ def run(a) -> list:
         growth = [x["rss_growth_mb_per_million"] for x in rs if x["rss_growth_mb_per_million"] is not None]
         floor = impl.split(":", 1)[1] if impl.startswith("floor:") else None
         rows.append({
-            "case": case, "impl": "bare" if floor else impl, **({"floor": floor} if floor else {}),
+            "case": case, **({"impl": "bare", "floor": floor} if floor else variants.row_fields(impl)),
             "us_per_op": round(statistics.median([x["wall_s"] / x["expected"] * 1e6 for x in rs]), 3),
             "overhead_us": round(overhead[impl], 3),
             "ratio_to_proton": round(overhead[impl] / ref, 3) if ref else None,

@@ -16,6 +16,8 @@ and the growth of the process's peak resident memory during the profiled loop.
 ``overhead_us`` = (profiled wall - bare wall) / (threads x launches), the median over
 rounds; ``ratio_to_proton`` = overhead / Proton's overhead of the same data kind.
 
+``--impls`` may name ``proton_ctypes:env:NAME=VALUE`` (``bench/variants.py``): proton_ctypes with
+one diagnostic switch set, in the same interleaved rounds.
 ``--impls`` may add ``floor:kernels`` and ``floor:ours`` (``bench/cupti_floor.py``): CUPTI alone,
 the scopes doing nothing, run once per round with the first data kind; their rows are ``bare``
 rows with a ``floor`` key. With several launching threads both profilers pay about the same
@@ -36,6 +38,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import results_file  # noqa: E402
 from proton_overlay import real_proton  # noqa: E402
+import variants  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ("proton", "proton_ctypes")
@@ -123,7 +126,7 @@ def worker(impl: str, data: str, threads: int, launches: int, waves: int = 1) ->
             tiny[(1,)](buf)
 
     bare_before = run(bare)
-    proton = _profiler(impl)
+    proton = _profiler(variants.apply(impl))    # proton_ctypes:env:NAME=VALUE sets its switch first
     scope = proton.scope
     out = os.path.join(tempfile.mkdtemp(), "threads")
 
@@ -244,7 +247,7 @@ def summarize(a, threads: int, launches: int, runs: dict, quiet: bool = False) -
         kernels = min(x["kernels"] for x in rs)
         rows.append({"case": case, "impl": "bare", "us_per_op": round(bare_us, 3), "overhead_us": None,
                      "ratio_to_proton": None, "finalize_s": None})
-        rows.append({"case": case, "impl": impl, "us_per_op": round(us, 3),
+        rows.append({"case": case, **variants.row_fields(impl), "us_per_op": round(us, 3),
                      "overhead_us": round(overhead[(impl, data)], 3),
                      "ratio_to_proton": None if ratio is None else round(ratio, 3), "finalize_s": round(fin, 4),
                      "kernels": kernels, "expected_kernels": n_ops, "kernels_every_round": [x["kernels"] for x in rs],
