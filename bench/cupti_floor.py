@@ -16,9 +16,13 @@ switches CUPTI on and off. Its recipes are:
 * ``per_thread``: ``ours`` without the latency timestamps: the CUPTI configuration of the
   default launch positions (``proton_ctypes/backends/nvidia/positions.py``), whose buffers are
   also zeroed at each request.
+* ``pylog``: ``per_thread``, and scopes that write down their edges as cheaply as Python can
+  (:class:`LogScope`): the floor of any pure-Python profiler that attributes kernels to scopes
+  after the fact, as proton_ctypes does.  A thread of the floor's own takes the logs away every
+  :data:`LOG_TAKE_INTERVAL_S`, as a collector would.
 
-Buffers are recycled from a small pool and never read. The scopes and states do nothing:
-writing them down is the profiler's cost, not CUPTI's. ``flush_interval_s`` (0: never) has a
+Buffers are recycled from a small pool and never read. The scopes and states of the CUPTI
+recipes do nothing: writing them down is the profiler's cost, not CUPTI's. ``flush_interval_s`` (0: never) has a
 thread of the floor's own call ``cuptiActivityFlushAll`` that often, as a profiler's collector
 does, so that CUPTI hands back its buffers during a long run (the memory then left growing is
 CUPTI's own).
@@ -30,10 +34,66 @@ import ctypes
 import os
 import sys
 import threading
+from time import time_ns
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: the recipes by name (see the module doc): (per-thread buffers, latency timestamps)
-RECIPES = {"kernels": (False, False), "ours": (True, True), "per_thread": (True, False)}
+RECIPES = {"kernels": (False, False), "ours": (True, True), "per_thread": (True, False), "pylog": (True, False)}
+#: the recipes whose scopes log their edges (:class:`LogScope`)
+LOGGING_RECIPES = ("pylog",)
+#: seconds between two takes of the ``pylog`` scopes' logs
+LOG_TAKE_INTERVAL_S = 0.5
+
+
+class _Logs(threading.local):
+    log = None
+
+
+_logs = _Logs()
+#: every thread's log (the taking thread empties them)
+_all_logs = []
+
+
+def _thread_log() -> list:
+    log = _logs.log = []
+    _all_logs.append(log)
+    return log
+
+
+class LogScope:
+    """The least a pure-Python scope that logs can do: at its entry and its exit, one thread-local
+    lookup and one ``(time_ns(), code)`` entry (two list appends) -- no stack, no node."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name, metrics=None):
+        self.name = name
+
+    def __enter__(self):
+        log = _logs.log
+        if log is None:
+            log = _thread_log()
+        log.append(time_ns())
+        log.append(0)
+        return self
+
+    def __exit__(self, *exc):
+        log = _logs.log
+        if log is None:
+            log = _thread_log()
+        log.append(time_ns())
+        log.append(0)
+
+
+def take_logs() -> int:
+    """Empty every thread's log, as a collector takes them (whole entries only); returns the
+    number of items taken."""
+    taken = 0
+    for log in list(_all_logs):
+        n = len(log) & ~1
+        del log[:n]
+        taken += n
+    return taken
 #: bytes per activity buffer and CUPTI's alignment for them
 BUFFER_BYTES = 8 * 1024 * 1024
 BUFFER_ALIGN = 8
@@ -55,6 +115,9 @@ class Floor:
         self.records_bytes = 0
         self.flush_interval_s = flush_interval_s
         self._stop_flushing = threading.Event()
+        if recipe in LOGGING_RECIPES:     # the scopes of this floor log their edges
+            self.scope = self.state = LogScope
+            self.enter_scope, self.exit_scope = self._log_enter, self._log_exit
         #: with ``keep_records``: ``(owner thread, queued, start)`` of every kernel record (probes)
         self.kernels = [] if keep_records else None
         #: probes: ``on_kernel(owner thread, buffer address, record offset)`` for each kernel
@@ -123,9 +186,33 @@ class Floor:
         if timestamps:
             lib.enable_latency_timestamps(True)
         lib.enable_kind(layout.KIND_CONCURRENT_KERNEL)
+        self._stop_flushing.clear()
         if self.flush_interval_s > 0:
-            self._stop_flushing.clear()
             threading.Thread(target=self._flush_loop, name="cupti-floor-flush", daemon=True).start()
+        if self.recipe in LOGGING_RECIPES:
+            threading.Thread(target=self._take_loop, name="cupti-floor-logs", daemon=True).start()
+        return 0
+
+    def _take_loop(self) -> None:
+        while not self._stop_flushing.wait(LOG_TAKE_INTERVAL_S):
+            take_logs()
+
+    @staticmethod
+    def _log_enter(name, *args, **kwargs) -> int:
+        log = _logs.log
+        if log is None:
+            log = _thread_log()
+        log.append(time_ns())
+        log.append(0)
+        return 0
+
+    @staticmethod
+    def _log_exit(name=None, *args, **kwargs) -> int:
+        log = _logs.log
+        if log is None:
+            log = _thread_log()
+        log.append(time_ns())
+        log.append(0)
         return 0
 
     def _flush_loop(self) -> None:
@@ -147,6 +234,8 @@ class Floor:
         lib.flush_all_quietly()
         lib.finalize_quietly()
         self._registered = False          # CUPTI forgot the buffer callbacks
+        if self.recipe in LOGGING_RECIPES:
+            take_logs()
 
     @staticmethod
     def scope(name, metrics=None):

@@ -30,7 +30,7 @@ buffers then (``buffers_at_end``).
 
 ``--impls`` may name ``proton_ctypes:env:NAME=VALUE`` (``bench/variants.py``): proton_ctypes with
 one diagnostic switch set, in the same interleaved rounds.
-``--impls`` may add ``floor:kernels``, ``floor:per_thread`` and ``floor:ours``
+``--impls`` may add ``floor:kernels``, ``floor:per_thread``, ``floor:ours`` and ``floor:pylog``
 (``bench/cupti_floor.py``): CUPTI switched on with no profiler around it, the same scopes doing
 nothing.  Both profilers' resident memory grows on the H200 by about as much per million launches;
 these rows say how much of it is CUPTI's own (and the driver's), whatever the profiler does.

@@ -126,3 +126,31 @@ def test_a_floor_names_each_threads_current_buffer_and_hands_each_kernel_record_
     assert [(owner, buffer, offset) for owner, buffer, offset in seen] == [(me, address, 0)]
     corr = ctypes.c_uint32.from_address(address + floor.field_offsets["correlationId"]).value
     assert corr > 0
+
+
+def test_the_pylog_floor_logs_one_entry_per_scope_edge_on_every_thread_and_takes_the_logs_away(monkeypatch):
+    import cupti_floor
+    monkeypatch.setattr(cupti_floor, "LOG_TAKE_INTERVAL_S", 3600)     # its thread takes nothing meanwhile
+    fake = FakeCupti(per_thread_buffers=False)
+    floor = floor_profiler("floor:pylog", lib=load_cupti(fake))
+    floor.start()
+    assert fake.per_thread_buffers is True and fake.latency is False
+    cupti_floor.take_logs()
+
+    def work():
+        for _ in range(10):
+            with floor.scope("step"):
+                floor.enter_scope("layer")
+                fake.launch("tiny")
+                floor.exit_scope("layer")
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    work()
+    logs = [log for log in cupti_floor._all_logs if log]
+    assert sorted(len(log) for log in logs) == [80, 80]    # 4 edges x 10 x (time, code), per thread
+    assert all(isinstance(log[0], int) and log[1] == 0 for log in logs)
+    floor.finalize()
+    assert not any(cupti_floor._all_logs)                  # taken away, as a collector would
+    assert floor.records_bytes > 0
