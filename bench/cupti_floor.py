@@ -16,6 +16,10 @@ switches CUPTI on and off. Its recipes are:
 * ``per_thread``: ``ours`` without the latency timestamps: the CUPTI configuration of the
   default launch positions (``proton_ctypes/backends/nvidia/positions.py``), whose buffers are
   also zeroed at each request.
+* ``subscribed``: ``per_thread`` plus a CUPTI callback subscriber (``cuptiSubscribe``) with no
+  callback switched on; ``callbacks``: ``subscribed`` with the callbacks proton_ctypes switches
+  on in the shadow context (graph node resource callbacks, the driver's graph-launch and
+  stream-capture calls), their callback doing nothing.  What a subscriber charges a launch.
 * ``pylog``: ``per_thread``, and scopes that write down their edges as cheaply as Python can
   (:class:`LogScope`): the floor of any pure-Python profiler that attributes kernels to scopes
   after the fact, as proton_ctypes does.  A thread of the floor's own takes the logs away every
@@ -38,7 +42,11 @@ from time import time_ns
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: the recipes by name (see the module doc): (per-thread buffers, latency timestamps)
-RECIPES = {"kernels": (False, False), "ours": (True, True), "per_thread": (True, False), "pylog": (True, False)}
+RECIPES = {"kernels": (False, False), "ours": (True, True), "per_thread": (True, False), "pylog": (True, False),
+           "subscribed": (True, False), "callbacks": (True, False)}
+#: the recipes with a callback subscriber, and those that also switch callbacks on
+SUBSCRIBING_RECIPES = ("subscribed", "callbacks")
+CALLBACK_RECIPES = ("callbacks",)
 #: the recipes whose scopes log their edges (:class:`LogScope`)
 LOGGING_RECIPES = ("pylog",)
 #: seconds between two takes of the ``pylog`` scopes' logs
@@ -186,12 +194,40 @@ class Floor:
         if timestamps:
             lib.enable_latency_timestamps(True)
         lib.enable_kind(layout.KIND_CONCURRENT_KERNEL)
+        if self.recipe in SUBSCRIBING_RECIPES:
+            self._subscribe(lib)
         self._stop_flushing.clear()
         if self.flush_interval_s > 0:
             threading.Thread(target=self._flush_loop, name="cupti-floor-flush", daemon=True).start()
         if self.recipe in LOGGING_RECIPES:
             threading.Thread(target=self._take_loop, name="cupti-floor-logs", daemon=True).start()
         return 0
+
+    def _subscribe(self, lib) -> None:
+        """A subscriber whose callback does nothing, with proton_ctypes's shadow-context callback
+        ids switched on for ``callbacks``."""
+        from proton_ctypes.backends.nvidia import cbids
+        from proton_ctypes.backends.nvidia.callbacks import GRAPH_CBIDS
+        from proton_ctypes.backends.nvidia.lib import CALLBACK_FUNC
+
+        self._subscriber_callback = CALLBACK_FUNC(lambda *args: None)
+        self._subscriber = lib.subscribe(self._subscriber_callback)
+        self._enabled = []
+        if self.recipe in CALLBACK_RECIPES:
+            wanted = ([(cbids.CB_DOMAIN_RESOURCE, c) for c in GRAPH_CBIDS + (cbids.RESOURCE_GRAPHEXEC_CREATED,)]
+                      + [(cbids.CB_DOMAIN_DRIVER_API, c) for c in cbids.DRIVER_GRAPH_LAUNCH_CBIDS
+                         + cbids.DRIVER_CAPTURE_BEGIN_CBIDS + cbids.DRIVER_CAPTURE_END_CBIDS])
+            for domain, cbid in wanted:
+                try:
+                    lib.enable_callback(self._subscriber, domain, cbid)
+                    self._enabled.append((domain, cbid))
+                except Exception:       # an id this CUPTI does not know, as proton_ctypes skips it
+                    pass
+
+    def _unsubscribe(self, lib) -> None:
+        for domain, cbid in self._enabled:
+            lib.disable_callback(self._subscriber, domain, cbid)
+        lib.unsubscribe(self._subscriber)
 
     def _take_loop(self) -> None:
         while not self._stop_flushing.wait(LOG_TAKE_INTERVAL_S):
@@ -231,6 +267,8 @@ class Floor:
         lib.disable_kind(layout.KIND_CONCURRENT_KERNEL)
         if RECIPES[self.recipe][1]:
             lib.enable_latency_timestamps(False)
+        if self.recipe in SUBSCRIBING_RECIPES:
+            self._unsubscribe(lib)
         lib.flush_all_quietly()
         lib.finalize_quietly()
         self._registered = False          # CUPTI forgot the buffer callbacks

@@ -154,3 +154,23 @@ def test_the_pylog_floor_logs_one_entry_per_scope_edge_on_every_thread_and_takes
     floor.finalize()
     assert not any(cupti_floor._all_logs)                  # taken away, as a collector would
     assert floor.records_bytes > 0
+
+
+@pytest.mark.parametrize("recipe", ["subscribed", "callbacks"])
+def test_the_subscriber_floors_subscribe_switch_on_only_their_callbacks_and_leave_nothing_behind(recipe):
+    from proton_ctypes.backends.nvidia import cbids
+    fake = FakeCupti(per_thread_buffers=False)
+    floor = floor_profiler(f"floor:{recipe}", lib=load_cupti(fake))
+    floor.start()
+    assert fake.subscriber is not None and fake.per_thread_buffers is True and fake.latency is False
+    if recipe == "subscribed":
+        assert not fake.enabled_callbacks
+    else:   # what proton_ctypes switches on in the shadow context: graph nodes, graph launches, captures
+        assert (cbids.CB_DOMAIN_RESOURCE, cbids.RESOURCE_GRAPHEXEC_CREATED) in fake.enabled_callbacks
+        assert {(cbids.CB_DOMAIN_DRIVER_API, c) for c in cbids.DRIVER_GRAPH_LAUNCH_CBIDS} <= fake.enabled_callbacks
+        assert not any(c in cbids.DRIVER_LAUNCH_CBIDS.values() and c not in cbids.DRIVER_GRAPH_LAUNCH_CBIDS
+                       for d, c in fake.enabled_callbacks if d == cbids.CB_DOMAIN_DRIVER_API)   # no kernel launch
+    fake.launch("tiny")
+    floor.finalize()
+    assert fake.calls["cuptiUnsubscribe"] == 1 and fake.subscriber is None and not fake.enabled_callbacks
+    assert floor.records_bytes > 0
