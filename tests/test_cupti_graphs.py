@@ -133,3 +133,23 @@ def test_a_torch_style_replay_gets_its_thread_and_time_from_the_driver_callback_
     assert backend.stats["join_graph_launches"] == 3                 # one entry per replay
     assert np.all(rows["tid"] == tid)
     assert np.all((rows["launch_ns"] >= lo) & (rows["launch_ns"] <= hi))
+
+
+def test_replayed_node_ids_resolve_alike_whether_close_together_or_spread_out():
+    # node ids near each other are grouped through a table, spread ones (ids of any size) by a
+    # sort: the capture thread and time each resolves to are the same, clones followed
+    from proton_ctypes.backends.nvidia.callbacks import CallbackHub
+
+    for base in (7, 2**40, 2**63 + 9):     # the last: ids past int64's range
+        hub = CallbackHub(lib=None)
+        hub.created = {base: (11, 1000), base + 3: (12, 2000), base + 2**33: (13, 3000)}
+        hub.cloned = {base + 5: base, base + 6: base + 5, base + 2**34: base + 2**33}
+        close = np.array([base, base + 3, base + 5, base + 6, base + 4, base] * 50, dtype=np.uint64)
+        spread = np.concatenate([close, np.array([base + 2**34, base + 2**33], dtype=np.uint64)])
+        for ids in (close, spread):
+            tids, stamps = hub.resolve_graph_nodes(ids)
+            for node, tid, stamp in zip(ids.tolist(), tids.tolist(), stamps.tolist()):
+                root = node
+                while root in hub.cloned:
+                    root = hub.cloned[root]
+                assert (tid, stamp) == hub.created.get(root, (-1, -1))

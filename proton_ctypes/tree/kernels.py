@@ -17,9 +17,6 @@ from .codes import node_of, op_code
 from .phase import KernelRecords, PhaseData
 
 
-#: codes (nodes, and ``-(node+1)`` for ops) lie in [-_HALF, _HALF): a pair of them is one int64 key
-_HALF = 1 << 30
-_SPAN = 1 << 31
 #: :func:`group` counts keys in a table (one pass, no sort) when they span at most this many
 #: values per row of the batch; a wider spread is sorted (``np.unique``)
 TABLE_SPAN_PER_ROW = 4
@@ -55,14 +52,17 @@ def graft(codes: np.ndarray, cap_codes: np.ndarray, has_cap: np.ndarray) -> np.n
         return codes
     codes = codes.copy()
     rows = np.nonzero(has_cap)[0]
-    # Python once per distinct (replay path, capture path), never per replayed kernel
-    keys, inverse = np.unique((codes[rows] + _HALF) * _SPAN + (cap_codes[rows] + _HALF), return_inverse=True)
-    grafted = np.empty(len(keys), dtype=np.int64)
-    for j, key in enumerate(keys.tolist()):
-        replay, captured = key // _SPAN - _HALF, key % _SPAN - _HALF
+    # Python once per distinct (replay path, capture path), never per replayed kernel: each side
+    # grouped on its own (a few codes each), then the pairs by their indices (a dense key)
+    replays, _, r_index = group(codes[rows])
+    captures, _, c_index = group(cap_codes[rows])
+    pairs, _, inverse = group(r_index * len(captures) + c_index)
+    grafted = np.empty(len(pairs), dtype=np.int64)
+    for j, pair in enumerate(pairs.tolist()):
+        replay, captured = int(replays[pair // len(captures)]), int(captures[pair % len(captures)])
         node = callpath.graft(node_of(replay), node_of(captured))
         grafted[j] = op_code(node) if captured < 0 else node
-    codes[rows] = grafted[inverse.reshape(-1)]
+    codes[rows] = grafted[inverse]
     return codes
 
 

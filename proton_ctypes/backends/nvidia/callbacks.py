@@ -52,6 +52,7 @@ from . import layout as L
 from .graph_hooks import CAPTURE_CBIDS, GraphHooks
 from .nvtx import NvtxHooks
 from ..threadstate import keep_thread_state
+from ...tree.kernels import group
 from .cbids import (CB_DOMAIN_DRIVER_API, CB_DOMAIN_NVTX, CB_DOMAIN_RESOURCE, CB_SITE_ENTER, DRIVER_GRAPH_LAUNCH_CBIDS,
                     DRIVER_LAUNCH_CBIDS, RESOURCE_GRAPHEXEC_CREATED, RESOURCE_GRAPHNODE_CLONED,
                     RESOURCE_GRAPHNODE_CREATED)
@@ -272,7 +273,8 @@ class CallbackHub(GraphHooks, NvtxHooks):
         if not self.graph_check:
             return
         try:
-            for exec_id in np.unique(exec_ids).tolist():
+            # grouped as int64 bit patterns (no sort), read back in the ids' own type
+            for exec_id in group(exec_ids.astype(np.int64, copy=False))[0].astype(exec_ids.dtype).tolist():
                 if exec_id == 0 or exec_id in self.graph_execs:
                     continue
                 with self._lock:
@@ -364,8 +366,10 @@ class CallbackHub(GraphHooks, NvtxHooks):
         return out
 
     def resolve_graph_nodes(self, node_ids: np.ndarray):
-        """``(cap_tid, cap_ns)`` per replayed node id: follow clone links to the captured node."""
-        uniq, inverse = np.unique(node_ids, return_inverse=True)
+        """``(cap_tid, cap_ns)`` per replayed node id: follow clone links to the captured node
+        (Python once per distinct node id; :func:`group` finds them without a sort)."""
+        uniq, _first, inverse = group(node_ids.astype(np.int64, copy=False))
+        uniq = uniq.astype(node_ids.dtype)        # int64 bit patterns back to the ids' own type
         tids = np.full(uniq.size, -1, np.int64)
         stamps = np.full(uniq.size, -1, np.int64)
         cloned, created = self.cloned, self.created
@@ -377,7 +381,6 @@ class CallbackHub(GraphHooks, NvtxHooks):
             hit = created.get(node)
             if hit is not None:
                 tids[i], stamps[i] = hit
-        inverse = inverse.reshape(-1)
         return tids[inverse], stamps[inverse]
 
 
