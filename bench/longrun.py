@@ -24,7 +24,9 @@ of the first stretch of ``--sample-every`` launches after the first one, and of 
 JSON file keeps every stretch in ``us_per_launch_every_round``): whether a launch costs more late in
 a long run than early; ``launcher_cpu_overhead_us`` (the launching thread's own CPU per launch,
 profiled minus bare: what of ``overhead_us`` the thread spent computing rather than waiting, for
-the GIL or otherwise); for
+the GIL or otherwise) and, per round, its ``getrusage`` per launch in the bare and the profiled
+loop (``launcher_usage_per_launch_every_round``: user and system µs, minor faults, voluntary and
+involuntary context switches -- a GIL handed back and forth shows as switches and system time); for
 proton_ctypes also the scope-log entries its views hold at the end of the loop and its activity
 buffers then (``buffers_at_end``).
 
@@ -50,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -222,10 +225,11 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
         launch, sync = _gpu_launcher()
     on_cpu = backend in CPU_BACKENDS
     bare_samples = [(0, rss_mb())]
-    t0, c0 = time.perf_counter(), time.thread_time()
+    t0, c0, u0 = time.perf_counter(), time.thread_time(), _thread_usage()
     _loop(None, (lambda: None) if on_cpu else launch, bare_launches, sample_every, bare_samples)
     sync()
     bare_s, bare_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
+    bare_usage = _usage_per_launch(u0, _thread_usage(), bare_launches)
     out = os.path.join(tempfile.mkdtemp(), "longrun")
     me = threading.get_native_id()
     floor = impl.startswith("floor:")
@@ -241,10 +245,11 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     cpu0 = thread_cpu_s()
     samples = [(0, rss_mb())]
     windows = []
-    t0, c0 = time.perf_counter(), time.thread_time()
+    t0, c0, u0 = time.perf_counter(), time.thread_time(), _thread_usage()
     _loop(proton.scope, launch, launches, sample_every, samples, windows)
     sync()
     wall_s, launcher_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
+    usage = _usage_per_launch(u0, _thread_usage(), launches)
     cpu1 = thread_cpu_s()
     names = thread_names()               # before finalize: the profiler's threads still live
     entries, buffers = None, None
@@ -269,12 +274,36 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     return {"impl": impl, "bare_s": bare_s, "bare_launches": bare_launches, "wall_s": wall_s,
             "finalize_s": finalize_s, "kernels": kernels, "expected": launches, "rss_samples": samples,
             "us_per_launch_every_window": windows, "bare_cpu_s": bare_cpu_s, "launcher_cpu_s": launcher_cpu_s,
+            "launcher_usage_per_launch": usage, "bare_usage_per_launch": bare_usage,
             "rss_growth_mb_per_million": slope_per_million(samples, warm),
             "bare_rss_growth_mb_per_million": slope_per_million(bare_samples,
                                                                 min(warm, bare_launches // BARE_WARM_PART)),
             "other_threads_cpu_s": others, "flush_cpu_us_per_kernel": others / max(kernels or launches, 1) * 1e6,
             "other_threads_cpu_s_by_name": by_name,
             "log_entries_at_end": entries, "buffers_at_end": buffers}
+
+
+#: ``getrusage(RUSAGE_THREAD)`` fields of the launching thread, per launch (CPU in µs)
+USAGE_FIELDS = (("user_us", "ru_utime", 1e6), ("system_us", "ru_stime", 1e6), ("minor_faults", "ru_minflt", 1),
+                ("voluntary_switches", "ru_nvcsw", 1), ("involuntary_switches", "ru_nivcsw", 1))
+
+
+def _thread_usage():
+    """The calling thread's ``getrusage(RUSAGE_THREAD)`` (None where the platform has none)."""
+    try:
+        return resource.getrusage(resource.RUSAGE_THREAD)
+    except (AttributeError, OSError):
+        return None
+
+
+def _usage_per_launch(before, after, launches: int):
+    """The launching thread's user and system CPU (µs), minor page faults and context switches
+    per launch between two :func:`_thread_usage` readings: whether a profiler's cost on that
+    thread is its own computing (user) or the kernel's (switches handing the GIL over, faults)."""
+    if before is None or after is None or not launches:
+        return None
+    return {name: round((getattr(after, field) - getattr(before, field)) * scale / launches, 4)
+            for name, field, scale in USAGE_FIELDS}
 
 
 def _first_last(windows: list) -> list:
@@ -339,6 +368,8 @@ def run(a) -> list:
             "flush_cpu_us_per_kernel": round(statistics.median([x["flush_cpu_us_per_kernel"] for x in rs]), 3),
             "launcher_cpu_overhead_us": round(statistics.median(
                 [(x["launcher_cpu_s"] / x["expected"] - x["bare_cpu_s"] / x["bare_launches"]) * 1e6 for x in rs]), 3),
+            "launcher_usage_per_launch_every_round": [[x.get("bare_usage_per_launch"), x.get("launcher_usage_per_launch")]
+                                                      for x in rs],
             "log_entries_at_end": [x["log_entries_at_end"] for x in rs],
             "buffers_at_end": [x["buffers_at_end"] for x in rs],
             "other_threads_cpu_s_by_name": [x["other_threads_cpu_s_by_name"] for x in rs],

@@ -20,6 +20,10 @@ def test_longrun_bench_smoke_mode_counts_every_kernel_and_writes_the_long_run_ro
                 "flush_cpu_us_per_kernel"):
         assert key in ours
     assert [n for n, _mb in ours["rss_mb_every_round"][0]] == [0, 5000, 10000, 15000, 20000]
+    bare_usage, usage = ours["launcher_usage_per_launch_every_round"][0]     # the launching thread's rusage
+    assert set(usage) == set(bare_usage) == {"user_us", "system_us", "minor_faults", "voluntary_switches",
+                                             "involuntary_switches"}
+    assert usage["user_us"] > 0
 
 
 def test_floor_rows_are_bare_rows_named_by_their_recipe_with_no_kernel_count(tmp_path):
