@@ -16,8 +16,9 @@ sys.path.remove(str(BENCH))
 
 
 def test_an_env_variant_names_its_switches_and_runs_proton_ctypes(monkeypatch):
-    monkeypatch.delenv("PROTON_CTYPES_PARSE_BATCH", raising=False)
-    monkeypatch.delenv("PROTON_CTYPES_PER_THREAD_BUFFERS", raising=False)
+    # set through monkeypatch first, so that what apply() sets is undone after the test
+    monkeypatch.setenv("PROTON_CTYPES_PARSE_BATCH", "")
+    monkeypatch.setenv("PROTON_CTYPES_PER_THREAD_BUFFERS", "")
     impl = "proton_ctypes:env:PROTON_CTYPES_PARSE_BATCH=8+PROTON_CTYPES_PER_THREAD_BUFFERS=0"
     assert variants.switches(impl) == {"PROTON_CTYPES_PARSE_BATCH": "8", "PROTON_CTYPES_PER_THREAD_BUFFERS": "0"}
     assert variants.apply(impl) == "proton_ctypes"
