@@ -44,6 +44,7 @@ import argparse
 import collections
 import os
 import random
+import resource
 import statistics
 import sys
 import threading
@@ -99,6 +100,29 @@ def other_threads_cpu_s(before: dict, after: dict, names: dict, me: int) -> dict
             name = names.get(tid, "?")
             out[name] = out.get(name, 0.0) + c - before.get(tid, 0.0)
     return out
+
+
+#: ``getrusage(RUSAGE_THREAD)`` fields read by :func:`usage_per_launch` (CPU in µs)
+USAGE_FIELDS = (("user_us", "ru_utime", 1e6), ("system_us", "ru_stime", 1e6), ("minor_faults", "ru_minflt", 1),
+                ("voluntary_switches", "ru_nvcsw", 1), ("involuntary_switches", "ru_nivcsw", 1))
+
+
+def thread_usage():
+    """The calling thread's ``getrusage(RUSAGE_THREAD)`` (None where the platform has none)."""
+    try:
+        return resource.getrusage(resource.RUSAGE_THREAD)
+    except (AttributeError, OSError):
+        return None
+
+
+def usage_per_launch(before, after, launches: int):
+    """The launching thread's user and system CPU (µs), minor page faults and context switches
+    per launch between two :func:`thread_usage` readings: whether a profiler's cost on that
+    thread is its own computing (user) or the kernel's (switches handing the GIL over, faults)."""
+    if before is None or after is None or not launches:
+        return None
+    return {name: round((getattr(after, field) - getattr(before, field)) * scale / launches, 4)
+            for name, field, scale in USAGE_FIELDS}
 
 
 def enable(recipe: str):

@@ -26,10 +26,10 @@ switches CUPTI on and off. Its recipes are:
   :data:`LOG_TAKE_INTERVAL_S`, as a collector would.
 
 Buffers are recycled from a small pool and never read. The scopes and states of the CUPTI
-recipes do nothing: writing them down is the profiler's cost, not CUPTI's. ``flush_interval_s`` (0: never) has a
-thread of the floor's own call ``cuptiActivityFlushAll`` that often, as a profiler's collector
-does, so that CUPTI hands back its buffers during a long run (the memory then left growing is
-CUPTI's own).
+recipes do nothing: writing them down is the profiler's cost, not CUPTI's.
+``flush_interval_s`` (0: never) has a thread of the floor's own call ``cuptiActivityFlushAll``
+that often, as a profiler's collector does, so that CUPTI hands back its buffers during a long
+run (the memory then left growing is CUPTI's own).
 """
 from __future__ import annotations
 
@@ -102,6 +102,17 @@ def take_logs() -> int:
         del log[:n]
         taken += n
     return taken
+
+
+def _log_edge() -> None:
+    """One log entry on the calling thread (``enter_scope`` and ``exit_scope`` of ``pylog``)."""
+    log = _logs.log
+    if log is None:
+        log = _thread_log()
+    log.append(time_ns())
+    log.append(0)
+
+
 #: bytes per activity buffer and CUPTI's alignment for them
 BUFFER_BYTES = 8 * 1024 * 1024
 BUFFER_ALIGN = 8
@@ -235,20 +246,12 @@ class Floor:
 
     @staticmethod
     def _log_enter(name, *args, **kwargs) -> int:
-        log = _logs.log
-        if log is None:
-            log = _thread_log()
-        log.append(time_ns())
-        log.append(0)
+        _log_edge()
         return 0
 
     @staticmethod
     def _log_exit(name=None, *args, **kwargs) -> int:
-        log = _logs.log
-        if log is None:
-            log = _thread_log()
-        log.append(time_ns())
-        log.append(0)
+        _log_edge()
         return 0
 
     def _flush_loop(self) -> None:

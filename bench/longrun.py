@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -62,7 +61,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cpu_common import fake_cupti, register_fake_cupti  # noqa: E402
-from attribution import other_threads_cpu_s, thread_cpu_s, thread_names  # noqa: E402  (one copy)
+from attribution import (other_threads_cpu_s, thread_cpu_s, thread_names, thread_usage,  # noqa: E402
+                         usage_per_launch)  # (one copy)
 import results_file  # noqa: E402
 from proton_overlay import real_proton  # noqa: E402
 from threads import KERNEL, count_kernels  # noqa: E402
@@ -225,11 +225,11 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
         launch, sync = _gpu_launcher()
     on_cpu = backend in CPU_BACKENDS
     bare_samples = [(0, rss_mb())]
-    t0, c0, u0 = time.perf_counter(), time.thread_time(), _thread_usage()
+    t0, c0, u0 = time.perf_counter(), time.thread_time(), thread_usage()
     _loop(None, (lambda: None) if on_cpu else launch, bare_launches, sample_every, bare_samples)
     sync()
     bare_s, bare_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
-    bare_usage = _usage_per_launch(u0, _thread_usage(), bare_launches)
+    bare_usage = usage_per_launch(u0, thread_usage(), bare_launches)
     out = os.path.join(tempfile.mkdtemp(), "longrun")
     me = threading.get_native_id()
     floor = impl.startswith("floor:")
@@ -245,11 +245,11 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     cpu0 = thread_cpu_s()
     samples = [(0, rss_mb())]
     windows = []
-    t0, c0, u0 = time.perf_counter(), time.thread_time(), _thread_usage()
+    t0, c0, u0 = time.perf_counter(), time.thread_time(), thread_usage()
     _loop(proton.scope, launch, launches, sample_every, samples, windows)
     sync()
     wall_s, launcher_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
-    usage = _usage_per_launch(u0, _thread_usage(), launches)
+    usage = usage_per_launch(u0, thread_usage(), launches)
     cpu1 = thread_cpu_s()
     names = thread_names()               # before finalize: the profiler's threads still live
     entries, buffers = None, None
@@ -281,29 +281,6 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
             "other_threads_cpu_s": others, "flush_cpu_us_per_kernel": others / max(kernels or launches, 1) * 1e6,
             "other_threads_cpu_s_by_name": by_name,
             "log_entries_at_end": entries, "buffers_at_end": buffers}
-
-
-#: ``getrusage(RUSAGE_THREAD)`` fields of the launching thread, per launch (CPU in µs)
-USAGE_FIELDS = (("user_us", "ru_utime", 1e6), ("system_us", "ru_stime", 1e6), ("minor_faults", "ru_minflt", 1),
-                ("voluntary_switches", "ru_nvcsw", 1), ("involuntary_switches", "ru_nivcsw", 1))
-
-
-def _thread_usage():
-    """The calling thread's ``getrusage(RUSAGE_THREAD)`` (None where the platform has none)."""
-    try:
-        return resource.getrusage(resource.RUSAGE_THREAD)
-    except (AttributeError, OSError):
-        return None
-
-
-def _usage_per_launch(before, after, launches: int):
-    """The launching thread's user and system CPU (µs), minor page faults and context switches
-    per launch between two :func:`_thread_usage` readings: whether a profiler's cost on that
-    thread is its own computing (user) or the kernel's (switches handing the GIL over, faults)."""
-    if before is None or after is None or not launches:
-        return None
-    return {name: round((getattr(after, field) - getattr(before, field)) * scale / launches, 4)
-            for name, field, scale in USAGE_FIELDS}
 
 
 def _first_last(windows: list) -> list:
@@ -368,8 +345,8 @@ def run(a) -> list:
             "flush_cpu_us_per_kernel": round(statistics.median([x["flush_cpu_us_per_kernel"] for x in rs]), 3),
             "launcher_cpu_overhead_us": round(statistics.median(
                 [(x["launcher_cpu_s"] / x["expected"] - x["bare_cpu_s"] / x["bare_launches"]) * 1e6 for x in rs]), 3),
-            "launcher_usage_per_launch_every_round": [[x.get("bare_usage_per_launch"), x.get("launcher_usage_per_launch")]
-                                                      for x in rs],
+            "launcher_usage_per_launch_every_round": [
+                [x.get("bare_usage_per_launch"), x.get("launcher_usage_per_launch")] for x in rs],
             "log_entries_at_end": [x["log_entries_at_end"] for x in rs],
             "buffers_at_end": [x["buffers_at_end"] for x in rs],
             "other_threads_cpu_s_by_name": [x["other_threads_cpu_s_by_name"] for x in rs],

@@ -19,10 +19,10 @@ rounds; ``ratio_to_proton`` = overhead / Proton's overhead of the same data kind
 ``--impls`` may name ``proton_ctypes:env:NAME=VALUE`` (``bench/variants.py``): proton_ctypes with
 one diagnostic switch set, in the same interleaved rounds.
 ``--impls`` may add ``floor:kernels``, ``floor:ours``, ``floor:per_thread`` and ``floor:pylog``
-(``bench/cupti_floor.py``): CUPTI alone, the scopes doing nothing (``floor:pylog``: only logging
-their edges, the least a pure-Python profiler does), run once per round with the first data kind; their rows are ``bare``
-rows with a ``floor`` key. With several launching threads both profilers pay about the same
-per launch; these rows say how much of that is CUPTI's.
+(``bench/cupti_floor.py``): CUPTI alone, the scopes doing nothing (``floor:pylog``: only
+logging their edges, the least a pure-Python profiler does), run once per round with the first
+data kind; their rows are ``bare`` rows with a ``floor`` key. With several launching threads
+both profilers pay about the same per launch; these rows say how much of that is CUPTI's.
 """
 from __future__ import annotations
 
