@@ -159,10 +159,10 @@ class Book:
         with self.lock:
             if key != self.key or self.current < 0:
                 held = self.by_key.get(key)
-                free = -1 if held is not None else (self.banks.index(None) if None in self.banks else -1)
                 if held is not None:
                     self.current = held
-                elif free >= 0:
+                elif None in self.banks:
+                    free = self.banks.index(None)
                     self.banks[free] = Bank(key, targets())
                     self.by_key[key] = self.current = free
                 elif self.current >= 0:
