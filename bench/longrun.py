@@ -137,7 +137,7 @@ def _profiler(impl: str, backend: str, floor_flush_s: float = 0.0):
     return proton
 
 
-def _gpu_launcher():
+def gpu_launcher():
     """A launch of a tiny Triton kernel (compiled and warmed up), and the device sync."""
     import torch
     import triton
@@ -222,7 +222,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
         fake = fake_cupti()
         launch, sync = (lambda: fake.launch(KERNEL)), (lambda: None)
     else:
-        launch, sync = _gpu_launcher()
+        launch, sync = gpu_launcher()
     on_cpu = backend in CPU_BACKENDS
     bare_samples = [(0, rss_mb())]
     t0, c0, u0 = time.perf_counter(), time.thread_time(), thread_usage()

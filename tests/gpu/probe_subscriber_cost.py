@@ -35,8 +35,8 @@ LAUNCHES, ROUNDS = 20_000, 12
 def main() -> None:
     launches = int(sys.argv[1]) if len(sys.argv) > 1 else LAUNCHES
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else ROUNDS
-    from longrun import _gpu_launcher
-    launch, sync = _gpu_launcher()
+    from longrun import gpu_launcher
+    launch, sync = gpu_launcher()
     floors = {name: Floor(name) for name in CONFIGS if name != "bare"}
     for _ in range(launches):           # warm: the first loop of a process is slower
         launch()
