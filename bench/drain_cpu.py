@@ -39,13 +39,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cpu_common import proton_ctypes_with_mock, register_fake_cupti  # noqa: E402
 from longrun import LAYERS  # noqa: E402
+from overhead_cases import GRAPH_KERNELS  # noqa: E402  (the graph --graph replays: bench/overhead.py's case)
 
 #: seconds the fake's completion thread gets to hand back the buffers filled before a drain
 SETTLE_S = 0.05
 #: functions listed by ``--profile``
 PROFILE_LINES = 45
-#: kernels of the graph ``--graph`` replays (as bench/overhead.py's graph case)
-GRAPH_KERNELS = 20
 
 
 def _busy(stop: threading.Event) -> None:

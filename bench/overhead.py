@@ -152,12 +152,12 @@ def worker(impl: str, n: int, warm: int, reps: int) -> dict:
 
 def _launcher(spec, launch_triton, launch_torch):
     if spec["kernel"] == "graph":
-        return _bare_graph(launch_triton).replay
+        return bare_graph(launch_triton).replay
     return {"triton": launch_triton, "torch": launch_torch,
             "triton_meta": getattr(launch_triton, "meta", launch_triton)}[spec["kernel"]]
 
 
-def _capture(launch_triton, proton=None):
+def capture_graph(launch_triton, proton=None):
     """The graph case's CUDA graph: GRAPH_KERNELS launches in GRAPH_SCOPES scopes, each scope
     with a device-tensor metric when ``proton`` is given (captured while it profiles)."""
     import torch
@@ -181,8 +181,9 @@ def _capture(launch_triton, proton=None):
 
 
 @functools.lru_cache(maxsize=None)
-def _bare_graph(launch_triton):
-    return _capture(launch_triton)
+def bare_graph(launch_triton):
+    """The graph case's CUDA graph without metrics, captured once per launcher."""
+    return capture_graph(launch_triton)
 
 
 def _bare_loop(spec, n, warm, torch, launch_triton, launch_torch) -> float:
@@ -270,7 +271,7 @@ def _one_case(impl, case, n, warm, proton, delivered, tmp, torch, launch_triton,
         proton.start(name, **spec.get("start", {}))
         if graph_case:   # captured while profiling, so the metric kernels are in the graph
             try:
-                launch = _capture(launch_triton, proton).replay
+                launch = capture_graph(launch_triton, proton).replay
             except Exception as e:  # a profiler whose metrics cannot be captured (no tensor metrics)
                 proton.finalize()
                 return {"us": None, "skipped": f"capture failed: {type(e).__name__}: {e}"[:200]}

@@ -89,7 +89,7 @@ def _metric_graph(launch, word_in_device: bool):
 
 def worker(variant: str) -> dict:
     import torch
-    from overhead import _bare_graph, _capture, tiny_kernel
+    from overhead import bare_graph, capture_graph, tiny_kernel
 
     tiny = tiny_kernel()
     x = torch.zeros(1024, device="cuda")
@@ -98,7 +98,7 @@ def worker(variant: str) -> dict:
         tiny[(1,)](x, 1024, BLOCK=1024)
 
     sync = torch.cuda.synchronize
-    bare = _bare_graph(launch).replay
+    bare = bare_graph(launch).replay
     proton, name = None, None
     knob = variant.split(":", 1)[1] if variant.startswith("proton_ctypes:") else ""
     if knob.startswith("parse_batch="):
@@ -122,7 +122,7 @@ def worker(variant: str) -> dict:
             import proton_ctypes as proton
         name = os.path.join(tempfile.mkdtemp(), "probe")
         proton.start(name)
-        replay = _capture(launch, proton).replay
+        replay = capture_graph(launch, proton).replay
     out = {"variant": variant}
     scope = proton.scope("run") if proton is not None else None
     if scope is not None:
