@@ -117,7 +117,9 @@ def slope_per_million(samples: list, warm: int) -> float:
     return sum((n - mx) * (mb - my) for n, mb in pts) / den * 1e6 if den else None
 
 
-def _profiler(impl: str, backend: str, floor_flush_s: float = 0.0):
+def profiler(impl: str, backend: str, floor_flush_s: float = 0.0):
+    """The profiler module that implementation ``impl`` names (``proton``, ``proton_ctypes`` or a
+    ``floor:`` recipe), ready to start sessions on ``backend`` (``gpu`` or one of :data:`CPU_BACKENDS`)."""
     if impl == "proton":
         return real_proton()   # the installed Proton, or a newer one's (proton_overlay)
     sys.path.insert(0, ROOT)
@@ -153,7 +155,7 @@ def gpu_launcher():
     return (lambda: tiny[(1,)](buf)), torch.cuda.synchronize
 
 
-def _loop(scope, launch, launches: int, sample_every: int, samples: list, windows: list = None) -> None:
+def scoped_loop(scope, launch, launches: int, sample_every: int, samples: list, windows: list = None) -> None:
     """``launches`` launches, each in a ``layer`` scope, LAYERS per ``step`` scope (``scope`` None:
     no scopes); a resident-memory sample every ``sample_every`` launches (between two steps),
     and, into ``windows``, the microseconds per launch of each such stretch."""
@@ -211,7 +213,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
            drains_profile: str = None, floor_flush_s: float = 0.0) -> dict:
     """One process: a bare loop, then the profiled one; returns the figures."""
     kind = variants.apply(impl)            # proton_ctypes:env:NAME=VALUE sets its switch first
-    proton = _profiler(kind, backend, floor_flush_s)
+    proton = profiler(kind, backend, floor_flush_s)
     write_profile = profile_drains(drains_profile) if drains_profile and kind == "proton_ctypes" else None
     collector = None
     if backend == "mock":
@@ -226,7 +228,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     on_cpu = backend in CPU_BACKENDS
     bare_samples = [(0, rss_mb())]
     t0, c0, u0 = time.perf_counter(), time.thread_time(), thread_usage()
-    _loop(None, (lambda: None) if on_cpu else launch, bare_launches, sample_every, bare_samples)
+    scoped_loop(None, (lambda: None) if on_cpu else launch, bare_launches, sample_every, bare_samples)
     sync()
     bare_s, bare_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     bare_usage = usage_per_launch(u0, thread_usage(), bare_launches)
@@ -246,7 +248,7 @@ def worker(impl: str, backend: str, launches: int, bare_launches: int, sample_ev
     samples = [(0, rss_mb())]
     windows = []
     t0, c0, u0 = time.perf_counter(), time.thread_time(), thread_usage()
-    _loop(proton.scope, launch, launches, sample_every, samples, windows)
+    scoped_loop(proton.scope, launch, launches, sample_every, samples, windows)
     sync()
     wall_s, launcher_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     usage = usage_per_launch(u0, thread_usage(), launches)

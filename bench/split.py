@@ -1,0 +1,177 @@
+"""Where a profiled launch's overhead goes: the session, and the scopes in it, each against loops of
+the same process, in short chunks that alternate.
+
+The device hosts drift by more than the effects in question: bare loops of separate processes
+10 to 17 µs per launch apart on one machine (``bench/results/longrun-subscriber-h100.json``),
+and within one process, stretches of a second 10 to 14 µs apart
+(``bench/results/split-h100-long-chunks.json``).  So each implementation runs in its own process
+(``--worker``), and every figure is a median over rounds of the difference between two short
+chunks of ``--launches`` launches run one after the other:
+
+1. ``session, no scopes``: a chunk in a session just started (``data="tree"``) minus a bare chunk
+   (no profiler), the first of the pair in turn; the session is finalized after its chunk, untimed.
+   What each launch pays on the launching thread; the processing of the records is not in it
+   (the worker reports our collector's CPU per kernel apart, ``collector_cpu_us_per_kernel``);
+2. ``scopes in a session``: in one session that stays on through all its rounds, a chunk under
+   ``bench/longrun.py``'s scopes (one ``layer`` per launch, ``LAYERS`` per ``step``) minus a
+   chunk of the same launches with no scope: the scopes' own cost, their log and its processing
+   by the collector included as far as it falls in the scoped chunks;
+3. ``session with scopes``: the sum of the two.
+
+The processes alternate, ``--processes`` of each implementation; ``ratio_to_proton`` is each
+figure's median over processes over Proton's.  Rows as every bench's, with every process's figures;
+the last row keeps every chunk.  ``--backend fake-cupti`` runs proton_ctypes over the tests' fake
+libcupti on a CPU (a smoke run: its figures say nothing about a GPU).
+
+    python bench/split.py --launches 10000 --rounds 20 --processes 2 --json bench/results/split-h100.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_file  # noqa: E402
+from attribution import thread_cpu_s  # noqa: E402
+import variants  # noqa: E402
+from longrun import CPU_BACKENDS, IMPLS, KERNEL, gpu_launcher, profiler, scoped_loop  # noqa: E402
+from cpu_common import fake_cupti  # noqa: E402
+
+#: the figures of a worker, by case name (the rows' ``case``)
+CASES = ("session, no scopes", "scopes in a session", "session with scopes")
+#: launches before the first timed chunk (the first loop of a process is slower)
+WARM_LAUNCHES = 20_000
+
+
+def _chunk(scope, launch, sync, launches: int) -> float:
+    """Microseconds per launch of one chunk (the queue drained after it, never inside)."""
+    t0 = time.perf_counter()
+    scoped_loop(scope, launch, launches, launches, [])
+    sync()
+    return (time.perf_counter() - t0) / launches * 1e6
+
+
+def worker(impl: str, backend: str, launches: int, rounds: int) -> dict:
+    """One process: the pairs of chunks of both figures (module docstring), and its collector's CPU."""
+    kind = variants.apply(impl)
+    proton = profiler(kind, backend)
+    on_cpu = backend in CPU_BACKENDS
+    if on_cpu:
+        fake = fake_cupti()
+        launch, sync, bare_launch = (lambda: fake.launch(KERNEL)), (lambda: None), (lambda: None)
+    else:
+        launch, sync = gpu_launcher()
+        bare_launch = launch
+    start = {"backend": CPU_BACKENDS[backend]} if on_cpu else {}
+    out_dir = tempfile.mkdtemp()
+    _chunk(None, bare_launch, sync, WARM_LAUNCHES)
+    me = threading.get_native_id()
+    bare, session = [], []
+    for r in range(rounds):
+        for in_session in ((False, True) if r % 2 == 0 else (True, False)):
+            if not in_session:
+                bare.append(_chunk(None, bare_launch, sync, launches))
+                continue
+            proton.start(os.path.join(out_dir, f"session{r}"), data="tree", **start)
+            session.append(_chunk(None, launch, sync, launches))
+            proton.finalize()
+    proton.start(os.path.join(out_dir, "scopes"), data="tree", **start)
+    cpu0 = thread_cpu_s()
+    plain, scoped = [], []
+    for r in range(rounds):
+        for with_scopes in ((False, True) if r % 2 == 0 else (True, False)):
+            (scoped if with_scopes else plain).append(
+                _chunk(proton.scope if with_scopes else None, launch, sync, launches))
+    cpu1 = thread_cpu_s()
+    proton.finalize()
+    others = sum(c - cpu0.get(tid, 0.0) for tid, c in cpu1.items() if tid != me)
+    return {"impl": impl, "bare": bare, "session": session, "plain": plain, "scoped": scoped,
+            "other_threads_cpu_us_per_kernel": others / (2 * rounds * launches) * 1e6}
+
+
+def figures(res: dict) -> dict:
+    """The figures (:data:`CASES`) of one worker's chunks, µs per launch."""
+    session = statistics.median([s - b for s, b in zip(res["session"], res["bare"])])
+    scopes = statistics.median([s - p for s, p in zip(res["scoped"], res["plain"])])
+    return dict(zip(CASES, (session, scopes, session + scopes)))
+
+
+def rows_of(runs: dict, case_suffix: str) -> list:
+    """The rows: a bare one (the median bare chunk), then per implementation and case its median
+    figure over processes and the ratio to Proton's."""
+    bare = [statistics.median(x["bare"]) for rs in runs.values() for x in rs]
+    rows = [{"case": "bare chunks" + case_suffix, "impl": "bare", "us_per_op": round(statistics.median(bare), 3),
+             "overhead_us": None, "ratio_to_proton": None, "finalize_s": None}] if bare else []
+    medians = {impl: {c: statistics.median([figures(x)[c] for x in rs]) for c in CASES}
+               for impl, rs in runs.items() if rs}
+    for impl, per_case in medians.items():
+        for case in CASES:
+            ref = medians.get("proton", {}).get(case)
+            rows.append({"case": case + case_suffix, **variants.row_fields(impl), "us_per_op": None,
+                         "overhead_us": round(per_case[case], 3),
+                         "ratio_to_proton": round(per_case[case] / ref, 3) if ref and ref > 0 else None,
+                         "finalize_s": None, "every_process": [round(figures(x)[case], 3) for x in runs[impl]],
+                         "other_threads_cpu_us_per_kernel": [round(x["other_threads_cpu_us_per_kernel"], 3)
+                                                             for x in runs[impl]]})
+    rows.append({"case": "chunks" + case_suffix, "impl": "bare", "us_per_op": None, "overhead_us": None,
+                 "ratio_to_proton": None, "finalize_s": None,
+                 "chunks_every_process": {impl: [{k: [round(v, 3) for v in x[k]] for k in
+                                                  ("bare", "session", "plain", "scoped")} for x in rs]
+                                          for impl, rs in runs.items()}})
+    return rows
+
+
+def run(a) -> list:
+    """Every process of every implementation, alternating; prints and returns the rows."""
+    impls = a.impls.split(",")
+    runs = {i: [] for i in impls}
+    for p in range(a.processes):
+        for impl in (impls if p % 2 == 0 else impls[::-1]):
+            cmd = [sys.executable, os.path.abspath(__file__), "--backend", a.backend, "--launches", str(a.launches),
+                   "--rounds", str(a.rounds), "--worker", impl]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"process {p} {impl}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+                continue
+            res = json.loads(proc.stdout.strip().splitlines()[-1])
+            runs[impl].append(res)
+            print(f"process {p} {impl:14s} " + "  ".join(f"{c} {v:+.2f}" for c, v in figures(res).items()),
+                  file=sys.stderr)
+    suffix = (f", {a.launches} launches per chunk, scopes step/layer, data=tree"
+              + {"fake-cupti": ", CUPTI backend over the fake libcupti (CPU)"}.get(a.backend, ""))
+    rows = rows_of(runs, suffix)
+    for row in rows:
+        if "chunks_every_process" not in row:
+            print(json.dumps(row))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--launches", type=int, default=10_000, help="launches per chunk")
+    ap.add_argument("--rounds", type=int, default=20, help="pairs of chunks of each figure")
+    ap.add_argument("--processes", type=int, default=2, help="processes per implementation")
+    ap.add_argument("--backend", choices=("gpu", "fake-cupti"), default="gpu")
+    ap.add_argument("--impls", default=None, help="default: proton,proton_ctypes (fake-cupti: proton_ctypes)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--worker", metavar="IMPL", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        print(json.dumps(worker(a.worker, a.backend, a.launches, a.rounds)))
+        return
+    if a.impls is None:
+        a.impls = "proton_ctypes" if a.backend != "gpu" else ",".join(IMPLS)
+    rows = run(a)
+    if a.json:
+        results_file.write(a.json, rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""bench/split.py in its CPU smoke mode (the fake libcupti): it runs its pairs of chunks and writes
+the session and scope figures of every process (the GPU figures come from a GPU, never from here)."""
+import json
+import pathlib
+import subprocess
+import sys
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench" / "split.py"
+
+
+def test_split_bench_writes_the_session_and_scope_figures_of_every_process_with_every_chunk(tmp_path):
+    out = tmp_path / "split.json"
+    subprocess.run([sys.executable, str(BENCH), "--backend", "fake-cupti", "--launches", "2000", "--rounds", "3",
+                    "--processes", "2", "--json", str(out)], check=True, capture_output=True, text=True, timeout=120)
+    rows = json.loads(out.read_text())["rows"]
+    ours = {r["case"].split(",")[0]: r for r in rows if r["impl"] == "proton_ctypes"}
+    assert set(ours) == {"session", "scopes in a session", "session with scopes"}   # "session, no scopes, ..."
+    for row in ours.values():
+        assert len(row["every_process"]) == 2 and row["overhead_us"] is not None
+    scopes = next(r for r in rows if r["impl"] == "proton_ctypes" and r["case"].startswith("scopes in a session"))
+    assert scopes["overhead_us"] > 0                      # the scopes cost something, even on a CPU
+    chunks = next(r for r in rows if "chunks_every_process" in r)["chunks_every_process"]["proton_ctypes"]
+    assert len(chunks) == 2
+    for process in chunks:
+        assert {k: len(v) for k, v in process.items()} == {"bare": 3, "session": 3, "plain": 3, "scoped": 3}
