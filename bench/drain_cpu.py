@@ -15,9 +15,10 @@ once, in the session) where the loop launched one kernel: the drains then attrib
 kernels (by graph node, not by launch position), as in ``bench/overhead.py``'s graph case; the
 figures stay per kernel.
 
-``--busy`` starts a Python thread that only counts, for the whole run. It shows how much a
+``--busy`` starts a Python thread that only reads the clock, for the whole run. It shows how much a
 drain's CPU grows when it shares the machine with a thread that wants the GIL, as the
-launching threads do on a GPU.  ``--profile FILE`` writes the drains' heaviest functions (by own
+launching threads do on a GPU, and what the busy thread loses to the drains: the sum of its
+waits over :data:`BUSY_GAP_S` (for the GIL, above all) while a drain runs, per kernel drained.  ``--profile FILE`` writes the drains' heaviest functions (by own
 CPU) to ``FILE``.
 
     python bench/drain_cpu.py                 # alone
@@ -43,18 +44,28 @@ from overhead_cases import GRAPH_KERNELS  # noqa: E402  (the graph --graph repla
 
 #: seconds the fake's completion thread gets to hand back the buffers filled before a drain
 SETTLE_S = 0.05
+#: a gap between two clock reads of the busy thread longer than this is a wait (one read takes
+#: well under a microsecond)
+BUSY_GAP_S = 20e-6
 #: functions listed by ``--profile``
 PROFILE_LINES = 45
 
 
-def _busy(stop: threading.Event) -> None:
-    n = 0
+def _busy(stop: threading.Event, lost: list) -> None:
+    """Read the clock until ``stop``; add every gap between two reads longer than
+    :data:`BUSY_GAP_S` to ``lost[0]`` (seconds)."""
+    clock = time.perf_counter
+    last = clock()
     while not stop.is_set():
-        n += 1
+        now = clock()
+        if now - last > BUSY_GAP_S:
+            lost[0] += now - last
+        last = now
 
 
 def run(launches: int, every: int, reps: int, busy: bool = False, profile: str = None, graph: bool = False) -> dict:
-    """``{"cpu_ns_per_kernel": [one per repetition], "wall_s", "switches"}`` of the drains."""
+    """``{"cpu_ns_per_kernel": [one per repetition], "wall_s", "switches", "busy_lost_ns_per_kernel":
+    [one per repetition, with ``busy``]}`` of the drains."""
     proton = proton_ctypes_with_mock()       # this checkout's proton_ctypes, importable from here on
     from proton_ctypes.backends import select
     from proton_ctypes.backends.nvidia.collector import Collector
@@ -63,14 +74,15 @@ def run(launches: int, every: int, reps: int, busy: bool = False, profile: str =
     start_thread = Collector.start_thread
     Collector.start_thread = lambda self, *args, **kwargs: None     # the drains run on this thread
     stop = threading.Event()
+    lost = [0.0]
     if busy:
-        threading.Thread(target=_busy, args=(stop,), daemon=True).start()
+        threading.Thread(target=_busy, args=(stop, lost), daemon=True).start()
     prof = cProfile.Profile(time.thread_time) if profile else None
-    out = {"cpu_ns_per_kernel": [], "wall_s": 0.0, "switches": 0}
+    out = {"cpu_ns_per_kernel": [], "wall_s": 0.0, "switches": 0, "busy_lost_ns_per_kernel": []}
     try:
         for _ in range(reps):
             proton.start(os.path.join(tempfile.mkdtemp(), "drain_cpu"), backend="cupti")
-            collector, scope, cpu, done = select.get("cupti").collector, proton.scope, 0.0, 0
+            collector, scope, cpu, done, waited = select.get("cupti").collector, proton.scope, 0.0, 0, 0.0
             if graph:
                 graph_exec = fake.instantiate(fake.capture(["tiny"] * GRAPH_KERNELS))
                 launch, per_launch = (lambda: fake.replay(graph_exec)), GRAPH_KERNELS
@@ -86,7 +98,7 @@ def run(launches: int, every: int, reps: int, busy: bool = False, profile: str =
                 if done >= launches:         # the last drain takes every kernel, as at finalize
                     collector.lib.flush_all()
                 time.sleep(SETTLE_S)
-                c0, w0 = time.thread_time(), time.perf_counter()
+                c0, w0, lost0 = time.thread_time(), time.perf_counter(), lost[0]
                 s0 = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
                 if prof is not None:
                     prof.enable()
@@ -94,10 +106,13 @@ def run(launches: int, every: int, reps: int, busy: bool = False, profile: str =
                 if prof is not None:
                     prof.disable()
                 cpu += time.thread_time() - c0
+                waited += lost[0] - lost0
                 out["wall_s"] += time.perf_counter() - w0
                 out["switches"] += resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - s0
             proton.finalize()
             out["cpu_ns_per_kernel"].append(cpu / done * 1e9)
+            if busy:
+                out["busy_lost_ns_per_kernel"].append(waited / done * 1e9)
     finally:
         stop.set()
         Collector.start_thread = start_thread
@@ -122,6 +137,9 @@ def main() -> None:
     print(f"drain CPU, ns per kernel{what}{' (beside a busy thread)' if a.busy else ''}: "
           f"{[round(x) for x in per_rep]}, best {min(per_rep):.0f}; drains' wall {out['wall_s']:.2f} s, "
           f"voluntary context switches {out['switches']}")
+    if a.busy:
+        print(f"the busy thread's waits while the drains ran, ns per kernel: "
+              f"{[round(x) for x in out['busy_lost_ns_per_kernel']]}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ def test_drain_cpu_bench_times_every_repetition_and_counts_the_drains_context_sw
     assert "beside a busy thread" in out and "voluntary context switches" in out
     per_rep = out.split("kernel (beside a busy thread): [")[1].split("]")[0].split(",")
     assert len(per_rep) == 2 and all(int(x) > 0 for x in per_rep)
+    # what the busy thread lost to the drains (its waits), one figure per repetition
+    lost = out.split("while the drains ran, ns per kernel: [")[1].split("]")[0].split(",")
+    assert len(lost) == 2 and all(int(x) >= 0 for x in lost)
     text = profile.read_text()
     assert "collector.py" in text and "(drain)" in text      # the drains themselves, with their callees
 
