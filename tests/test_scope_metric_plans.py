@@ -84,3 +84,28 @@ def test_plans_follow_a_new_phase(sessions):
     assert _metrics(sessions[0], "a") == {"n": 2}
     assert _metrics(sessions[0], "a", phase=1) == {"n": 3}
     assert _metrics(sessions[1], "a") == {"n": 5}
+
+
+def test_a_scope_whose_metrics_alternate_between_shapes_sums_each_key(sessions):
+    for i in range(6):
+        metrics = {"tokens": 1, "loss": 0.5} if i % 2 else {"tokens": 2, "flops": 3.0, "step (exc)": 1}
+        with proton.scope("a", metrics):
+            pass
+    assert _metrics(sessions[0], "a") == {"tokens": 9, "loss": 1.5, "flops": 9.0, "step": 3}
+
+
+def test_dicts_of_one_size_with_other_keys_add_their_own_keys(sessions):
+    for key in ("x", "y", "x", "z", "y", "x"):
+        with proton.scope("a", {key: 1, "n": 2.0}):
+            pass
+    assert _metrics(sessions[1], "a") == {"x": 3, "y": 2, "z": 1, "n": 12.0}
+
+
+def test_more_shapes_than_a_node_keeps_plans_for_still_add_every_metric(sessions):
+    for _ in range(2):
+        for key in ("k0", "k1", "k2", "k3", "k4", "k5"):
+            with proton.scope("a", {key: 1}):
+                pass
+            with proton.scope("a", {key: 1, "both": 1}):
+                pass
+    assert _metrics(sessions[2], "a") == {**{f"k{i}": 4 for i in range(6)}, "both": 12}

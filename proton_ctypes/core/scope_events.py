@@ -106,7 +106,7 @@ def enter(obj, metrics) -> int:
                 if v.tlog is not None:  # the trace event takes them (tree sessions too: the general path)
                     done = not v.flexes and trace_scopes.add_plain(ctx.trace, sid, metrics)
                 else:
-                    done = add_planned(v.flexes, node, metrics, v.plans)
+                    done = add_planned(v.flexes, node, metrics, v.scope_plans)
                 if not done:
                     add_scope_metrics(ctx, sid, obj._targets, metrics)
                 elif ctx.state is not None:

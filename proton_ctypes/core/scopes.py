@@ -157,7 +157,7 @@ class scope:
                             if st is not None:
                                 general_path.clear_state_after_metrics(ctx)
                             return self
-                if add_planned(v.flexes, node, m, v.plans):
+                if add_planned(v.flexes, node, m, v.scope_plans):
                     if st is not None:
                         general_path.clear_state_after_metrics(ctx)
                 else:

@@ -57,7 +57,7 @@ class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
 
     __slots__ = ("sessions", "phases", "flexes", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
-                 "merged", "logging", "trace", "tlog", "ctx", "ext", "ext_pushed", "plans", "now")
+                 "merged", "logging", "trace", "tlog", "ctx", "ext", "ext_pushed", "plans", "scope_plans", "now")
 
     def __init__(self, ctx, sessions, ids, top, t0):
         self.ctx = ctx
@@ -89,9 +89,10 @@ class View:
         #: a backend attributing by external correlation ids (clock fallback), else None
         self.ext = next((s.backend for s in sessions if s.backend.attribution == ATTRIBUTION_EXTCORR), None)
         self.ext_pushed = False
-        #: metric plans of this view: the launch hook's by op node (tree.metric_plans.plan), the
-        #: scopes' by (node, key order) (tree.metric_plans.add_planned)
+        #: metric plans of this view: the launch hook's by op node (tree.metric_plans.plan), and
+        #: the scopes' by scope node (tree.metric_plans.add_planned)
         self.plans = {}
+        self.scope_plans = {}
         #: the log clock of the view's thread (:func:`.clock.for_thread`): every entry's time
         self.now = clock.for_thread(getattr(ctx, "tid", None))
 

@@ -15,8 +15,11 @@ from typing import Optional
 from .metrics import I64_MAX, I64_MIN, PTY, ROOF_DOUBLE, ROOF_INT, _info, _plain_info, add, add_plain
 
 
-#: bound of a view's plan cache (distinct (node, key order) pairs); cleared when reached
+#: bound of a view's plan cache (distinct nodes with scope plans); cleared when reached
 MAX_PLANS = 1024
+#: shapes (key sets) a node keeps plans for, the latest first: a scope whose metrics alternate
+#: between a few shapes stays on the planned path
+MAX_SHAPES_PER_NODE = 4
 #: a range every small int is in: one compare of two machine-size ints before the int64 test
 SMALL_MIN, SMALL_MAX = -(1 << 30) + 1, (1 << 30) - 1
 
@@ -24,41 +27,56 @@ SMALL_MIN, SMALL_MAX = -(1 << 30) + 1, (1 << 30) - 1
 def add_planned(flexes, node: int, metrics: dict, plans: dict) -> bool:
     """:func:`add_plain` for a caller that adds dicts of one shape to one node again and
     again (``with scope("step", {...})`` in a loop): the stored entries of every flex are
-    found once and kept in ``plans`` (the caller's cache, e.g. a view's), so a repeat costs
-    one lookup plus, per key, a type check and one in-place add per flex.
+    found once and kept in ``plans`` (the caller's cache, e.g. a view's ``scope_plans``: node ->
+    its plans, one per key set), so a repeat costs one lookup plus, per key, a type check and
+    one in-place add per flex.
 
     A dict whose values do not all have the planned types takes :func:`add_plain` (so
     errors and their order are Proton's).  Returns False, having added nothing, for a dict
     that is not plain.
     """
-    key = (node, tuple(metrics))
-    steps = plans.get(key)
-    if steps is not None:
-        for k, t, conv, pty, wide, curs in steps:
-            val = metrics[k]
-            if type(val) is not t or (wide and not (SMALL_MIN <= val <= SMALL_MAX or I64_MIN <= val <= I64_MAX)):
-                break
-        else:
-            for k, t, conv, pty, wide, curs in steps:
-                val = metrics[k] if conv is None else conv(metrics[k])
-                if pty:
-                    for cur in curs:
-                        cur[2] = val
+    shapes = plans.get(node)
+    if shapes is not None:
+        n = len(metrics)
+        for size, types, wide, plain, other in shapes:
+            if size != n:
+                continue
+            try:   # every value checked before any is added: a mismatch adds nothing here
+                for k, t in types:
+                    if type(metrics[k]) is not t:
+                        break
                 else:
-                    for cur in curs:
-                        cur[2] += val
-            return True
+                    for k in wide:
+                        val = metrics[k]
+                        if not (SMALL_MIN <= val <= SMALL_MAX or I64_MIN <= val <= I64_MAX):
+                            break
+                    else:
+                        for k, cur in plain:
+                            cur[2] += metrics[k]
+                        for k, conv, pty, curs in other:
+                            val = metrics[k] if conv is None else conv(metrics[k])
+                            for cur in curs:
+                                if pty:
+                                    cur[2] = val
+                                else:
+                                    cur[2] += val
+                        return True
+            except KeyError:       # another key set of the same size
+                continue
+            break                  # the planned keys, another type: add_plain decides
     if not add_plain(flexes, node, metrics):
         return False
     if len(plans) >= MAX_PLANS:
         plans.clear()
-    plans[key] = _steps(flexes, node, metrics)
+    plans[node] = (_shape(flexes, node, metrics),) + plans.get(node, ())[:MAX_SHAPES_PER_NODE - 1]
     return True
 
 
-def _steps(flexes, node: int, metrics: dict) -> tuple:
-    """The plan of :func:`add_planned` for a plain dict just added to ``node`` in ``flexes``."""
-    steps = []
+def _shape(flexes, node: int, metrics: dict) -> tuple:
+    """The plan of :func:`add_planned` for a plain dict just added to ``node`` in ``flexes``:
+    ``(size, ((key, type), ...), keys whose ints are range-checked, ((key, stored entry), ...)
+    summed as given, ((key, conversion, is a property, stored entries), ...) for the rest)``."""
+    types, wide, plain, other = [], [], [], []
     for k, val in metrics.items():
         t = type(val)
         stored, kind, roof = _plain_info[k]
@@ -67,9 +85,15 @@ def _steps(flexes, node: int, metrics: dict) -> tuple:
             conv = float
         elif t is float and roof == ROOF_INT:
             conv = int
-        wide = t is int and conv is None
-        steps.append((k, t, conv, kind == PTY, wide, tuple(flex[node][stored] for flex in flexes)))
-    return tuple(steps)
+        types.append((k, t))
+        if t is int and conv is None:
+            wide.append(k)
+        curs = tuple(flex[node][stored] for flex in flexes)
+        if conv is None and kind != PTY:
+            plain.extend((k, cur) for cur in curs)
+        else:
+            other.append((k, conv, kind == PTY, curs))
+    return len(metrics), tuple(types), tuple(wide), tuple(plain), tuple(other)
 
 
 class Plan:
