@@ -109,3 +109,55 @@ def test_more_shapes_than_a_node_keeps_plans_for_still_add_every_metric(sessions
             with proton.scope("a", {key: 1, "both": 1}):
                 pass
     assert _metrics(sessions[2], "a") == {**{f"k{i}": 4 for i in range(6)}, "both": 12}
+
+
+hypothesis = pytest.importorskip("hypothesis", reason="the property test needs hypothesis (the [test] extra)")
+st = hypothesis.strategies
+#: metric keys with no suffix: plain ones keep the type given; the roofline keys convert
+#: (``flops`` to double, ``bytes`` to int64), as Proton does
+PLAIN_KEYS, ROOFLINE = ("n", "m", "loss"), {"flops": float, "bytes": int}
+KEYS = PLAIN_KEYS + tuple(ROOFLINE)
+SMALL_INTS = st.integers(-1000, 1000)
+SMALL_FLOATS = st.integers(-1000, 1000).map(float)       # exact sums: the order of adds cannot matter
+
+
+@st.composite
+def scope_calls(draw):
+    """A type per plain key (fixed for the run: a changed type is an error), and a list of
+    (scope name, metrics dict) with random key subsets in random orders."""
+    types = {k: draw(st.sampled_from((int, float))) for k in PLAIN_KEYS}
+    calls = []
+    for _ in range(draw(st.integers(1, 25))):
+        keys = draw(st.lists(st.sampled_from(KEYS), min_size=2, max_size=len(KEYS), unique=True))
+        values = {}
+        for k in keys:
+            t = types.get(k) or draw(st.sampled_from((int, float)))
+            values[k] = draw(SMALL_INTS if t is int else SMALL_FLOATS)
+        calls.append((draw(st.sampled_from(("a", "b"))), values))
+    return calls
+
+
+# the mock fixture only registers the mock backend: the same for every example
+@hypothesis.settings(max_examples=60, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(calls=scope_calls())
+def test_scopes_with_random_metric_shapes_sum_each_key_as_proton_types_it(calls, tmp_path_factory, mock):
+    out = tmp_path_factory.mktemp("plans")
+    ids = [proton.start(str(out / f"p{i}"), backend="mock") for i in range(2)]
+    try:
+        for name, metrics in calls:
+            with proton.scope(name, metrics):
+                pass
+        expected = {}
+        for name, metrics in calls:
+            node = expected.setdefault(name, {})
+            for k, val in metrics.items():
+                val = ROOFLINE.get(k, type(val))(val)
+                node[k] = node.get(k, 0) + val
+        for s in ids:
+            for name, want in expected.items():
+                got = _metrics(s, name)
+                assert got == want
+                assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in want.items()}
+    finally:
+        proton.finalize()
