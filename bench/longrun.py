@@ -293,29 +293,37 @@ def _first_last(windows: list) -> list:
     return [round(windows[1 if len(windows) > 2 else 0], 3), round(windows[-1], 3)]
 
 
-def run(a) -> list:
-    """Every round of every implementation; prints and returns the rows."""
-    impls = a.impls.split(",")
+def interleaved(script: str, impls: list, rounds: int, args: list, note) -> dict:
+    """``{impl: [result, ...]}``: ``rounds`` rounds of one ``python script ... --worker impl``
+    process per implementation, the order reversed every other round; each worker prints its
+    result as the last line of JSON.  ``note(round, impl, result)`` is printed after each one
+    (a failed worker's stderr instead, and no result)."""
     runs = {i: [] for i in impls}
-    for r in range(a.rounds):
+    for r in range(rounds):
         for impl in (impls if r % 2 == 0 else impls[::-1]):
-            cmd = [sys.executable, os.path.abspath(__file__), "--backend", a.backend, "--launches", str(a.launches),
-                   "--bare-launches", str(a.bare_launches), "--sample-every", str(a.sample_every),
-                   "--warm-launches", str(a.warm_launches), "--worker", impl]
-            if a.profile_drains:
-                cmd += ["--profile-drains", a.profile_drains]
-            if a.floor_flush_s:
-                cmd += ["--floor-flush-s", str(a.floor_flush_s)]
-            p = subprocess.run(cmd, capture_output=True, text=True)
+            p = subprocess.run([sys.executable, os.path.abspath(script)] + args + ["--worker", impl],
+                               capture_output=True, text=True)
             if p.returncode != 0:
                 print(f"round {r} {impl}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
                 continue
             res = json.loads(p.stdout.strip().splitlines()[-1])
             runs[impl].append(res)
-            print(f"round {r} {impl:14s} bare {res['bare_s']:.2f} s ({res['bare_launches']}) profiled "
-                  f"{res['wall_s']:.2f} s kernels {res['kernels']}/{res['expected']} "
-                  f"rss {res['rss_growth_mb_per_million']} MB/M cpu {res['other_threads_cpu_s']:.2f} s",
-                  file=sys.stderr)
+            print(f"round {r} {impl:14s} {note(res)}", file=sys.stderr)
+    return runs
+
+
+def run(a) -> list:
+    """Every round of every implementation; prints and returns the rows."""
+    args = ["--backend", a.backend, "--launches", str(a.launches), "--bare-launches", str(a.bare_launches),
+            "--sample-every", str(a.sample_every), "--warm-launches", str(a.warm_launches)]
+    if a.profile_drains:
+        args += ["--profile-drains", a.profile_drains]
+    if a.floor_flush_s:
+        args += ["--floor-flush-s", str(a.floor_flush_s)]
+    runs = interleaved(__file__, a.impls.split(","), a.rounds, args, lambda res: (
+        f"bare {res['bare_s']:.2f} s ({res['bare_launches']}) profiled {res['wall_s']:.2f} s kernels "
+        f"{res['kernels']}/{res['expected']} rss {res['rss_growth_mb_per_million']} MB/M "
+        f"cpu {res['other_threads_cpu_s']:.2f} s"))
     case = f"{a.launches} launches, scopes step/layer, one session, data=tree" + {
         "mock": ", mock backend (CPU smoke run)", "fake-cupti": ", CUPTI backend over the fake libcupti (CPU)"
     }.get(a.backend, "")

@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -41,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import results_file  # noqa: E402
 from attribution import thread_cpu_s  # noqa: E402
 import variants  # noqa: E402
-from longrun import CPU_BACKENDS, IMPLS, KERNEL, gpu_launcher, profiler, scoped_loop  # noqa: E402
+from longrun import CPU_BACKENDS, IMPLS, KERNEL, gpu_launcher, interleaved, profiler, scoped_loop  # noqa: E402
 from cpu_common import fake_cupti  # noqa: E402
 
 #: the figures of a worker, by case name (the rows' ``case``)
@@ -130,20 +129,9 @@ def rows_of(runs: dict, case_suffix: str) -> list:
 
 def run(a) -> list:
     """Every process of every implementation, alternating; prints and returns the rows."""
-    impls = a.impls.split(",")
-    runs = {i: [] for i in impls}
-    for p in range(a.processes):
-        for impl in (impls if p % 2 == 0 else impls[::-1]):
-            cmd = [sys.executable, os.path.abspath(__file__), "--backend", a.backend, "--launches", str(a.launches),
-                   "--rounds", str(a.rounds), "--worker", impl]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(f"process {p} {impl}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
-                continue
-            res = json.loads(proc.stdout.strip().splitlines()[-1])
-            runs[impl].append(res)
-            print(f"process {p} {impl:14s} " + "  ".join(f"{c} {v:+.2f}" for c, v in figures(res).items()),
-                  file=sys.stderr)
+    args = ["--backend", a.backend, "--launches", str(a.launches), "--rounds", str(a.rounds)]
+    runs = interleaved(__file__, a.impls.split(","), a.processes, args,
+                       lambda res: "  ".join(f"{c} {v:+.2f}" for c, v in figures(res).items()))
     suffix = (f", {a.launches} launches per chunk, scopes step/layer, data=tree"
               + {"fake-cupti": ", CUPTI backend over the fake libcupti (CPU)"}.get(a.backend, ""))
     rows = rows_of(runs, suffix)
