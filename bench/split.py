@@ -3,15 +3,17 @@ the same process, in short chunks that alternate.
 
 The device hosts drift by more than the effects in question: bare loops of separate processes
 10 to 17 µs per launch apart on one machine (``bench/results/longrun-subscriber-h100.json``),
-and within one process, stretches of a second 10 to 14 µs apart
-(``bench/results/split-h100-long-chunks.json``).  So each implementation runs in its own process
+and within one process, stretches of a second or more at about 10.5 or about 15.5 µs per launch
+(``bench/results/split-h100-long-chunks.json``, chunks of 100 000 launches).  So each implementation runs in its own process
 (``--worker``), and every figure is a median over rounds of the difference between two short
 chunks of ``--launches`` launches run one after the other:
 
 1. ``session, no scopes``: a chunk in a session just started (``data="tree"``) minus a bare chunk
    (no profiler), the first of the pair in turn; the session is finalized after its chunk, untimed.
-   What each launch pays on the launching thread; the processing of the records is not in it
-   (the worker reports our collector's CPU per kernel apart, ``collector_cpu_us_per_kernel``);
+   What each launch pays on the launching thread, a session's first launches included (Proton's
+   cost more than its later ones); the processing of the records is not in it (the rows report
+   the CPU of every thread but the launching one during the long session apart, per kernel:
+   ``other_threads_cpu_us_per_kernel``);
 2. ``scopes in a session``: in one session that stays on through all its rounds, a chunk under
    ``bench/longrun.py``'s scopes (one ``layer`` per launch, ``LAYERS`` per ``step``) minus a
    chunk of the same launches with no scope: the scopes' own cost, their log and its processing
