@@ -18,7 +18,11 @@ chunks of ``--launches`` launches run one after the other:
    ``bench/longrun.py``'s scopes (one ``layer`` per launch, ``LAYERS`` per ``step``) minus a
    chunk of the same launches with no scope: the scopes' own cost, their log and its processing
    by the collector included as far as it falls in the scoped chunks;
-3. ``session with scopes``: the sum of the two.
+3. ``session with scopes``: the sum of the two;
+4. ``long session, no scopes`` and ``long session with scopes``: the median no-scope and scoped
+   chunk of the long session minus the median bare chunk -- the steady state, but across chunks
+   that did not run side by side, so only as good as the host was steady (compare the bare chunks
+   of the last row).
 
 The processes alternate, ``--processes`` of each implementation; ``ratio_to_proton`` is each
 figure's median over processes over Proton's.  Rows as every bench's, with every process's figures;
@@ -46,7 +50,8 @@ from longrun import CPU_BACKENDS, IMPLS, KERNEL, gpu_launcher, interleaved, prof
 from cpu_common import fake_cupti  # noqa: E402
 
 #: the figures of a worker, by case name (the rows' ``case``)
-CASES = ("session, no scopes", "scopes in a session", "session with scopes")
+CASES = ("session, no scopes", "scopes in a session", "session with scopes", "long session, no scopes",
+         "long session with scopes")
 #: launches before the first timed chunk (the first loop of a process is slower)
 WARM_LAUNCHES = 20_000
 
@@ -101,7 +106,9 @@ def figures(res: dict) -> dict:
     """The figures (:data:`CASES`) of one worker's chunks, µs per launch."""
     session = statistics.median([s - b for s, b in zip(res["session"], res["bare"])])
     scopes = statistics.median([s - p for s, p in zip(res["scoped"], res["plain"])])
-    return dict(zip(CASES, (session, scopes, session + scopes)))
+    bare = statistics.median(res["bare"])
+    return dict(zip(CASES, (session, scopes, session + scopes, statistics.median(res["plain"]) - bare,
+                            statistics.median(res["scoped"]) - bare)))
 
 
 def rows_of(runs: dict, case_suffix: str) -> list:

@@ -14,7 +14,8 @@ def test_split_bench_writes_the_session_and_scope_figures_of_every_process_with_
                     "--processes", "2", "--json", str(out)], check=True, capture_output=True, text=True, timeout=120)
     rows = json.loads(out.read_text())["rows"]
     ours = {r["case"].split(",")[0]: r for r in rows if r["impl"] == "proton_ctypes"}
-    assert set(ours) == {"session", "scopes in a session", "session with scopes"}   # "session, no scopes, ..."
+    assert set(ours) == {"session", "scopes in a session", "session with scopes", "long session",
+                         "long session with scopes"}     # "session, no scopes, ...", "long session, no scopes, ..."
     for row in ours.values():
         assert len(row["every_process"]) == 2 and row["overhead_us"] is not None
     scopes = next(r for r in rows if r["impl"] == "proton_ctypes" and r["case"].startswith("scopes in a session"))
