@@ -18,8 +18,8 @@ figures stay per kernel.
 ``--busy`` starts a Python thread that only reads the clock, for the whole run. It shows how much a
 drain's CPU grows when it shares the machine with a thread that wants the GIL, as the
 launching threads do on a GPU, and what the busy thread loses to the drains: the sum of its
-waits over :data:`BUSY_GAP_S` (for the GIL, above all) while a drain runs, per kernel drained.  ``--profile FILE`` writes the drains' heaviest functions (by own
-CPU) to ``FILE``.
+waits over :data:`BUSY_GAP_S` (for the GIL, above all) while a drain runs, per kernel drained.
+``--profile FILE`` writes the drains' heaviest functions (by own CPU) to ``FILE``.
 
     python bench/drain_cpu.py                 # alone
     python bench/drain_cpu.py --busy          # beside a busy Python thread
