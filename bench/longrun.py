@@ -344,7 +344,7 @@ def run(a) -> list:
         growth = [x["rss_growth_mb_per_million"] for x in rs if x["rss_growth_mb_per_million"] is not None]
         floor = impl.split(":", 1)[1] if impl.startswith("floor:") else None
         rows.append({
-            "case": case, **({"impl": "bare", "floor": floor} if floor else variants.row_fields(impl)),
+            "case": case, **variants.row_fields(impl),
             "us_per_op": round(statistics.median([x["wall_s"] / x["expected"] * 1e6 for x in rs]), 3),
             "overhead_us": round(overhead[impl], 3),
             "ratio_to_proton": round(overhead[impl] / ref, 3) if ref else None,

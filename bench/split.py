@@ -4,9 +4,9 @@ the same process, in short chunks that alternate.
 The device hosts drift by more than the effects in question: bare loops of separate processes
 10 to 17 µs per launch apart on one machine (``bench/results/longrun-subscriber-h100.json``),
 and within one process, stretches of a second or more at about 10.5 or about 15.5 µs per launch
-(``bench/results/split-h100-long-chunks.json``, chunks of 100 000 launches).  So each implementation runs in its own process
-(``--worker``), and every figure is a median over rounds of the difference between two short
-chunks of ``--launches`` launches run one after the other:
+(``bench/results/split-h100-long-chunks.json``, chunks of 100 000 launches).  So each
+implementation runs in its own process (``--worker``), and every figure is a median over rounds
+of the difference between two short chunks of ``--launches`` launches run one after the other:
 
 1. ``session, no scopes``: a chunk in a session just started (``data="tree"``) minus a bare chunk
    (no profiler), the first of the pair in turn; the session is finalized after its chunk, untimed.

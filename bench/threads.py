@@ -237,7 +237,7 @@ def summarize(a, threads: int, launches: int, runs: dict, quiet: bool = False) -
         ratio = overhead[(impl, data)] / ref if ref else None
         rss = statistics.median([x["rss_growth_mb"] for x in rs])
         if impl in floors:
-            rows.append({"case": case, "impl": "bare", "floor": impl.split(":", 1)[1], "us_per_op": round(us, 3),
+            rows.append({"case": case, **variants.row_fields(impl), "us_per_op": round(us, 3),
                          "overhead_us": round(overhead[(impl, data)], 3),
                          "ratio_to_proton": None if ratio is None else round(ratio, 3), "finalize_s": None,
                          "kernels": None, "expected_kernels": n_ops, "rss_growth_mb": round(rss, 1),

@@ -14,6 +14,8 @@ import os
 
 #: the prefix of such an implementation
 PREFIX = "proton_ctypes:env:"
+#: the prefix of a CUPTI floor's implementation name (``bench/cupti_floor.py``)
+FLOOR_PREFIX = "floor:"
 
 
 def is_env_variant(impl: str) -> bool:
@@ -42,7 +44,11 @@ def apply(impl: str) -> str:
 
 
 def row_fields(impl: str) -> dict:
-    """The row keys of ``impl``'s results: ``{"impl": ...}`` plus ``"variant"`` for an env variant."""
+    """The row keys of ``impl``'s results: ``{"impl": ...}`` plus ``"variant"`` for an env variant,
+    and ``{"impl": "bare", "floor": NAME}`` for a CUPTI floor ``floor:NAME`` (``bench/cupti_floor.py``:
+    no profiler, so a bare row)."""
+    if impl.startswith(FLOOR_PREFIX):
+        return {"impl": "bare", "floor": impl[len(FLOOR_PREFIX):]}
     if not is_env_variant(impl):
         return {"impl": impl}
     return {"impl": "proton_ctypes", "variant": impl[len("proton_ctypes:"):]}

@@ -30,7 +30,12 @@ def test_an_env_variant_names_its_switches_and_runs_proton_ctypes(monkeypatch):
 def test_other_implementations_pass_through_untouched():
     for impl in ("proton", "proton_ctypes", "floor:kernels"):
         assert variants.apply(impl) == impl
+    for impl in ("proton", "proton_ctypes"):
         assert variants.row_fields(impl) == {"impl": impl}
+
+
+def test_a_cupti_floor_is_a_bare_row_named_by_its_recipe():
+    assert variants.row_fields("floor:pylog") == {"impl": "bare", "floor": "pylog"}
 
 
 def test_a_malformed_env_variant_is_refused():

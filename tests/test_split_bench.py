@@ -24,3 +24,18 @@ def test_split_bench_writes_the_session_and_scope_figures_of_every_process_with_
     assert len(chunks) == 2
     for process in chunks:
         assert {k: len(v) for k, v in process.items()} == {"bare": 3, "session": 3, "plain": 3, "scoped": 3}
+
+
+def test_split_rows_of_a_cupti_floor_are_bare_rows_named_by_its_recipe():
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import split
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    chunks = {"bare": [10.0, 10.2], "session": [11.0, 11.4], "plain": [10.5, 10.7], "scoped": [11.5, 11.7],
+              "other_threads_cpu_us_per_kernel": 0.1}
+    rows = split.rows_of({"proton": [chunks], "floor:pylog": [dict(chunks, scoped=[11.0, 11.2])]}, ", x")
+    floors = [r for r in rows if r.get("floor") == "pylog"]
+    assert len(floors) == len(split.CASES) and all(r["impl"] == "bare" for r in floors)
+    scopes = next(r for r in floors if r["case"] == "scopes in a session, x")
+    assert scopes["overhead_us"] == 0.5 and scopes["ratio_to_proton"] == 0.5     # 0.5 against Proton's 1.0
