@@ -24,6 +24,10 @@ of the difference between two short chunks of ``--launches`` launches run one af
    that did not run side by side, so only as good as the host was steady (compare the bare chunks
    of the last row).
 
+``--threads N`` launches every chunk from N threads kept for the whole process (each launches
+its share of the chunk; a new thread per chunk would time threads' first launches), and
+``--data trace`` starts ``data="trace"`` sessions.
+
 The processes alternate, ``--processes`` of each implementation; ``ratio_to_proton`` is each
 figure's median over processes over Proton's.  Rows as every bench's, with every process's figures;
 the last row keeps every chunk.  ``--backend fake-cupti`` runs proton_ctypes over the tests' fake
@@ -56,16 +60,51 @@ CASES = ("session, no scopes", "scopes in a session", "session with scopes", "lo
 WARM_LAUNCHES = 20_000
 
 
-def _chunk(scope, launch, sync, launches: int) -> float:
-    """Microseconds per launch of one chunk (the queue drained after it, never inside)."""
+class Launchers:
+    """``threads`` launching threads kept for the whole process; each chunk, every one of them runs
+    the long run's loop over its share of the launches, all starting together."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self._start = threading.Barrier(threads + 1)
+        self._end = threading.Barrier(threads + 1)
+        self._job = None
+        for i in range(threads):
+            threading.Thread(target=self._work, name=f"split-launcher-{i}", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            self._start.wait()
+            scope, launch, n = self._job
+            scoped_loop(scope, launch, n, n, [])
+            self._end.wait()
+
+    def run(self, scope, launch, launches: int) -> float:
+        """Seconds from the threads' common start to the last one's end of ``launches`` launches
+        in all (each thread ``launches // threads``)."""
+        self._job = (scope, launch, launches // self.threads)
+        self._start.wait()
+        t0 = time.perf_counter()
+        self._end.wait()
+        return time.perf_counter() - t0
+
+
+def _chunk(scope, launch, sync, launches: int, pool=None) -> float:
+    """Microseconds per launch of one chunk (the queue drained after it, never inside), launched
+    from this thread or, with ``pool``, from its threads."""
     t0 = time.perf_counter()
-    scoped_loop(scope, launch, launches, launches, [])
+    if pool is None:
+        scoped_loop(scope, launch, launches, launches, [])
+    else:
+        pool.run(scope, launch, launches)
+        launches = launches // pool.threads * pool.threads
     sync()
     return (time.perf_counter() - t0) / launches * 1e6
 
 
-def worker(impl: str, backend: str, launches: int, rounds: int) -> dict:
-    """One process: the pairs of chunks of both figures (module docstring), and its collector's CPU."""
+def worker(impl: str, backend: str, launches: int, rounds: int, threads: int = 1, data: str = "tree") -> dict:
+    """One process: the pairs of chunks of every figure (module docstring), and the CPU of every
+    thread but the launching ones during the long session."""
     kind = variants.apply(impl)
     proton = profiler(kind, backend)
     on_cpu = backend in CPU_BACKENDS
@@ -77,27 +116,29 @@ def worker(impl: str, backend: str, launches: int, rounds: int) -> dict:
         bare_launch = launch
     start = {"backend": CPU_BACKENDS[backend]} if on_cpu else {}
     out_dir = tempfile.mkdtemp()
-    _chunk(None, bare_launch, sync, WARM_LAUNCHES)
-    me = threading.get_native_id()
+    pool = Launchers(threads) if threads > 1 else None
+    _chunk(None, bare_launch, sync, WARM_LAUNCHES, pool)
+    launching = {threading.get_native_id()} | ({t.native_id for t in threading.enumerate()
+                                                if t.name.startswith("split-launcher-")} if pool else set())
     bare, session = [], []
     for r in range(rounds):
         for in_session in ((False, True) if r % 2 == 0 else (True, False)):
             if not in_session:
-                bare.append(_chunk(None, bare_launch, sync, launches))
+                bare.append(_chunk(None, bare_launch, sync, launches, pool))
                 continue
-            proton.start(os.path.join(out_dir, f"session{r}"), data="tree", **start)
-            session.append(_chunk(None, launch, sync, launches))
+            proton.start(os.path.join(out_dir, f"session{r}"), data=data, **start)
+            session.append(_chunk(None, launch, sync, launches, pool))
             proton.finalize()
-    proton.start(os.path.join(out_dir, "scopes"), data="tree", **start)
+    proton.start(os.path.join(out_dir, "scopes"), data=data, **start)
     cpu0 = thread_cpu_s()
     plain, scoped = [], []
     for r in range(rounds):
         for with_scopes in ((False, True) if r % 2 == 0 else (True, False)):
             (scoped if with_scopes else plain).append(
-                _chunk(proton.scope if with_scopes else None, launch, sync, launches))
+                _chunk(proton.scope if with_scopes else None, launch, sync, launches, pool))
     cpu1 = thread_cpu_s()
     proton.finalize()
-    others = sum(c - cpu0.get(tid, 0.0) for tid, c in cpu1.items() if tid != me)
+    others = sum(c - cpu0.get(tid, 0.0) for tid, c in cpu1.items() if tid not in launching)
     return {"impl": impl, "bare": bare, "session": session, "plain": plain, "scoped": scoped,
             "other_threads_cpu_us_per_kernel": others / (2 * rounds * launches) * 1e6}
 
@@ -138,10 +179,12 @@ def rows_of(runs: dict, case_suffix: str) -> list:
 
 def run(a) -> list:
     """Every process of every implementation, alternating; prints and returns the rows."""
-    args = ["--backend", a.backend, "--launches", str(a.launches), "--rounds", str(a.rounds)]
+    args = ["--backend", a.backend, "--launches", str(a.launches), "--rounds", str(a.rounds),
+            "--threads", str(a.threads), "--data", a.data]
     runs = interleaved(__file__, a.impls.split(","), a.processes, args,
                        lambda res: "  ".join(f"{c} {v:+.2f}" for c, v in figures(res).items()))
-    suffix = (f", {a.launches} launches per chunk, scopes step/layer, data=tree"
+    threads = f", {a.threads} launching threads" if a.threads > 1 else ""
+    suffix = (f", {a.launches} launches per chunk{threads}, scopes step/layer, data={a.data}"
               + {"fake-cupti": ", CUPTI backend over the fake libcupti (CPU)"}.get(a.backend, ""))
     rows = rows_of(runs, suffix)
     for row in rows:
@@ -155,13 +198,15 @@ def main() -> None:
     ap.add_argument("--launches", type=int, default=10_000, help="launches per chunk")
     ap.add_argument("--rounds", type=int, default=20, help="pairs of chunks of each figure")
     ap.add_argument("--processes", type=int, default=2, help="processes per implementation")
+    ap.add_argument("--threads", type=int, default=1, help="launching threads of every chunk")
+    ap.add_argument("--data", choices=("tree", "trace"), default="tree")
     ap.add_argument("--backend", choices=("gpu", "fake-cupti"), default="gpu")
     ap.add_argument("--impls", default=None, help="default: proton,proton_ctypes (fake-cupti: proton_ctypes)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--worker", metavar="IMPL", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        print(json.dumps(worker(a.worker, a.backend, a.launches, a.rounds)))
+        print(json.dumps(worker(a.worker, a.backend, a.launches, a.rounds, a.threads, a.data)))
         return
     if a.impls is None:
         a.impls = "proton_ctypes" if a.backend != "gpu" else ",".join(IMPLS)

@@ -39,3 +39,14 @@ def test_split_rows_of_a_cupti_floor_are_bare_rows_named_by_its_recipe():
     assert len(floors) == len(split.CASES) and all(r["impl"] == "bare" for r in floors)
     scopes = next(r for r in floors if r["case"] == "scopes in a session, x")
     assert scopes["overhead_us"] == 0.5 and scopes["ratio_to_proton"] == 0.5     # 0.5 against Proton's 1.0
+
+
+def test_split_bench_launches_each_chunk_from_several_threads_in_trace_sessions(tmp_path):
+    out = tmp_path / "split.json"
+    subprocess.run([sys.executable, str(BENCH), "--backend", "fake-cupti", "--launches", "2000", "--rounds", "2",
+                    "--processes", "1", "--threads", "2", "--data", "trace", "--json", str(out)],
+                   check=True, capture_output=True, text=True, timeout=120)
+    rows = [r for r in json.loads(out.read_text())["rows"] if r["impl"] == "proton_ctypes"]
+    assert rows and all(", 2 launching threads," in r["case"] and "data=trace" in r["case"] for r in rows)
+    scopes = next(r for r in rows if r["case"].startswith("scopes in a session"))
+    assert scopes["overhead_us"] > 0
