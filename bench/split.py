@@ -79,14 +79,12 @@ class Launchers:
             scoped_loop(scope, launch, n, n, [])
             self._end.wait()
 
-    def run(self, scope, launch, launches: int) -> float:
-        """Seconds from the threads' common start to the last one's end of ``launches`` launches
-        in all (each thread ``launches // threads``)."""
+    def run(self, scope, launch, launches: int) -> None:
+        """``launches`` launches in all (each thread ``launches // threads``), the threads starting
+        together; returns when the last one is done."""
         self._job = (scope, launch, launches // self.threads)
         self._start.wait()
-        t0 = time.perf_counter()
         self._end.wait()
-        return time.perf_counter() - t0
 
 
 def _chunk(scope, launch, sync, launches: int, pool=None) -> float:
