@@ -31,9 +31,9 @@ def add_planned(flexes, node: int, metrics: dict, plans: dict) -> bool:
     its plans, one per key set), so a repeat costs one lookup plus, per key, a type check and
     one in-place add per flex.
 
-    A dict whose values do not all have the planned types takes :func:`add_plain` (so
-    errors and their order are Proton's).  Returns False, having added nothing, for a dict
-    that is not plain.
+    A dict that no plan of the node fits (its keys, their types) takes :func:`add_plain` (so
+    errors and their order are Proton's) and becomes the node's newest plan.  Returns False,
+    having added nothing, for a dict that is not plain.
     """
     shapes = plans.get(node)
     if shapes is not None:
@@ -62,8 +62,8 @@ def add_planned(flexes, node: int, metrics: dict, plans: dict) -> bool:
                                     cur[2] += val
                         return True
             except KeyError:       # another key set of the same size
-                continue
-            break                  # the planned keys, another type: add_plain decides
+                pass
+    # no plan fits (another key set, or another type under a key): add_plain decides
     if not add_plain(flexes, node, metrics):
         return False
     if len(plans) >= MAX_PLANS:
