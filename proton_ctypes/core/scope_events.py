@@ -59,7 +59,17 @@ def push(ctx, v, sid: int, name: str) -> int:
         v.created[node] = v.now()
     tl = v.tlog
     if tl is None:
-        if v.logging:
+        c = v.cursor
+        if c is not None:
+            log = v.log
+            # the log entry (time_ns, code), or the last one's code rewritten: core/views.py
+            if c.last is log and not c.words[c.i]:
+                log[-1] = node
+            else:
+                log.append(v.now())
+                log.append(node)
+                c.last = log
+        elif v.logging:
             log = v.log
             # the log entry (time_ns, code): the contract is in core/views.py
             log.append(v.now())
@@ -137,7 +147,19 @@ def pop(ctx, v, sid: int) -> bool:
     v.kids = _kids[top]
     tl = v.tlog
     if tl is None:
-        if v.logging:
+        c = v.cursor
+        if c is not None:
+            st = ctx.state
+            code = top if st is None else _child(top, st)
+            log = v.log
+            # the log entry (time_ns, code), or the last one's code rewritten: core/views.py
+            if c.last is log and not c.words[c.i]:
+                log[-1] = code
+            else:
+                log.append(v.now())
+                log.append(code)
+                c.last = log
+        elif v.logging:
             st = ctx.state
             log = v.log
             # the log entry (time_ns, code): the contract is in core/views.py

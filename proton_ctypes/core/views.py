@@ -34,6 +34,22 @@ The kernel join (:mod:`.attribution`) reads the log through :meth:`View.entries_
 ``(n, 2)`` int64 array and takes, for each launch, the code of the last entry at or before it.
 How long an entry is kept (until no kernel still to come can name it) is
 :mod:`proton_ctypes.core.retention`'s (:meth:`View.drop_before`).
+
+Rewriting the last entry
+------------------------
+
+An entry that no kernel can name may take the next entry's code instead of being followed by
+it: the log stays as right and one entry shorter, and the scope edge costs no clock read and
+one list store.  A view knows that only from its **edge cursor** (``View.cursor``: the log
+clock's ``cursor`` attribute, which a backend placing kernels by their launch positions gives
+its per-thread clocks, :mod:`proton_ctypes.backends.nvidia.positions`; else None): when
+``cursor.last is view.log`` (the thread's last clock read was this log's last entry, and
+nothing placed by its time happened on the thread since) and ``cursor.words[cursor.i]`` is 0
+(no record written since), the scope edges (:mod:`.scopes`, :mod:`.scope_events`) and
+:meth:`View.note` replace ``log[-1]``; when they append instead, they set ``cursor.last`` to
+the log after the clock read.  Every other writer appends, as before (the clock read resets
+``cursor.last``).  The owner thread may thus rewrite the last complete entry at any time, so
+the collector's :meth:`View._take_log` leaves it in the list and the readers see a copy of it.
 """
 from __future__ import annotations
 
@@ -57,7 +73,8 @@ class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
 
     __slots__ = ("sessions", "phases", "flexes", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
-                 "merged", "logging", "trace", "tlog", "ctx", "ext", "ext_pushed", "plans", "scope_plans", "now")
+                 "merged", "logging", "trace", "tlog", "ctx", "ext", "ext_pushed", "plans", "scope_plans", "now",
+                 "cursor")
 
     def __init__(self, ctx, sessions, ids, top, t0):
         self.ctx = ctx
@@ -95,6 +112,9 @@ class View:
         self.scope_plans = {}
         #: the log clock of the view's thread (:func:`.clock.for_thread`): every entry's time
         self.now = clock.for_thread(getattr(ctx, "tid", None))
+        #: the edge cursor of the view's thread (module docstring, "Rewriting the last entry"), or
+        #: None: every entry is appended
+        self.cursor = getattr(self.now, "cursor", None) if self.logging else None
 
     def nodes(self):
         """Trie nodes of the open scopes, outermost first."""
@@ -132,8 +152,16 @@ class View:
         """
         if self.logging:
             log = self.log
-            log.append(self.now())
-            log.append(code)
+            c = self.cursor
+            if c is None:
+                log.append(self.now())
+                log.append(code)
+            elif c.last is log and not c.words[c.i]:
+                log[-1] = code    # no kernel can name the last entry (module docstring)
+            else:
+                log.append(self.now())
+                log.append(code)
+                c.last = log
         ext = self.ext
         if ext is not None:
             if self.ext_pushed:
@@ -143,10 +171,15 @@ class View:
 
     def _take_log(self) -> None:
         """Move the logged pairs into a new int64 chunk (safe while the owner thread appends);
-        past :data:`MAX_CHUNKS` chunks, they are merged into one."""
+        past :data:`MAX_CHUNKS` chunks, they are merged into one.  With an edge cursor, the
+        last complete pair stays in the list (its code may still be rewritten) unless the owner
+        is between the two appends of a newer one (:meth:`_live` reads it)."""
         log = self.log
-        n = len(log) & ~1
-        if n:
+        n = len(log)
+        if self.cursor is not None and not n & 1:
+            n -= 2
+        n &= ~1
+        if n > 0:
             # straight from the list (no slice copy): only its first n items are read, and the
             # owner thread only appends
             chunk = np.fromiter(log, np.int64, n).reshape(-1, 2)
@@ -155,26 +188,39 @@ class View:
             if len(self.chunks) > MAX_CHUNKS:
                 self.chunks[:] = [np.concatenate(self.chunks)]
 
+    def _live(self):
+        """The pair :meth:`_take_log` left in the list, as a ``(1, 2)`` array (a copy: the owner
+        may rewrite its code after this, which a kernel delivered by now cannot need), or None."""
+        if self.cursor is None:
+            return None
+        pair = self.log[:2]       # one C-level copy: the oldest pair not taken, or less
+        return np.array([pair], np.int64) if len(pair) == 2 else None
+
     def entries_since(self, t: int):
         """The logged ``(time, code)`` pairs a kernel launched at ``t`` or later needs: from the
         last chunk starting at or before ``t`` on (the entry in force at ``t`` is there), so a
         batch of recent kernels copies the recent chunks, not the whole retained log."""
         self._take_log()
         chunks = self.chunks
+        live = self._live()
         k = len(chunks) - 1
         while k > 0 and (not len(chunks[k]) or chunks[k][0, 0] > t):
             k -= 1
         if k < 0:
-            return np.zeros((0, 2), dtype=np.int64)
+            return np.zeros((0, 2), dtype=np.int64) if live is None else live
+        if live is not None:
+            return np.concatenate(chunks[k:] + [live])
         return chunks[k] if k == len(chunks) - 1 else np.concatenate(chunks[k:])
 
     def compact(self):
-        """Move the logged pairs into one int64 array and return it (safe while the owner
-        thread appends)."""
+        """Move the logged pairs into one int64 array and return it, with the pair still in the
+        list when there is one (safe while the owner thread appends)."""
         self._take_log()
         if len(self.chunks) > 1:
             self.chunks[:] = [np.concatenate(self.chunks)]
-        return self.chunks[0] if self.chunks else np.zeros((0, 2), dtype=np.int64)
+        live = self._live()
+        out = self.chunks[0] if self.chunks else np.zeros((0, 2), dtype=np.int64)
+        return out if live is None else np.concatenate([out, live])
 
     def drop_before(self, keep_after: int, pins=None) -> None:
         """Drop the entries older than ``keep_after`` (ns) except the last one before it (the

@@ -127,6 +127,10 @@ class CallbackHub(GraphHooks, NvtxHooks):
         #: ``(capture(begin), replayed(graph handle, thread, time_ns))`` (:attr:`Backend.graph_hooks`):
         #: stream-capture edges and graph replays for metrics captured with a graph; None: off
         self.graph_hooks = None
+        #: with launch positions, :meth:`.positions.LaunchPositions.touch`: graph nodes captured
+        #: and graph launches are placed by their time, so the thread's next scope edge must
+        #: write an entry of its own; else None
+        self.edge_touch = None
         #: ``(enter(name), exit() -> bool)`` from the profiler while NVTX ranges are scopes, else None
         self.nvtx_scopes = None
         self.nvtx_errors = 0
@@ -226,9 +230,13 @@ class CallbackHub(GraphHooks, NvtxHooks):
         keep = keep_thread_state
         on_replay, on_capture = self._on_graph_replay, self._on_capture
         capture_cbids = CAPTURE_CBIDS
+        hub = self
         if python_context is None:
             def callback(userdata, domain, cbid, data):
                 keep()
+                touch = hub.edge_touch
+                if touch is not None and domain != nvtx:
+                    touch()
                 if domain == resource:
                     on_resource(cbid, data)
                 elif domain == nvtx:

@@ -122,6 +122,7 @@ class Collector:
             self.positions = LaunchPositions(self.pool.buffer_bytes, self.kernel_stride)
             self.pool.use_positions(self.positions)
             self.parser.want_offsets = True
+        hub.edge_touch = self.positions.touch if self.positions is not None else None
 
     def start_thread(self, periodic: bool, flush_interval_s: float) -> None:
         """Start the collector thread (``periodic``: also flush CUPTI every ``flush_interval_s``)."""
@@ -323,6 +324,8 @@ class Collector:
             self.warn_once("positions", f"proton_ctypes: kernels are placed by CUPTI's launch timestamps from now "
                                         f"on, not by their launch positions: {reason}")
             self.lib.enable_latency_timestamps(True)
+            if self.positions is not None:
+                self.positions.distrust()
 
     def add_time(self, key: str, seconds: float) -> None:
         """Add ``seconds`` to the diagnostic timing ``key``."""

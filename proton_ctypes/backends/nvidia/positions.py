@@ -23,6 +23,14 @@ made).  A kernel at position ``p`` was launched after every mark of its thread w
 1 ns (and 1 ns per record since that mark): the rest of the join (:mod:`.join`,
 :mod:`proton_ctypes.core.attribution`) is unchanged.
 
+**The edge cursor.**  A thread's per-thread clock (:meth:`LaunchPositions.thread_clock`) carries its
+:class:`ThreadPositions` as ``cursor``: a scope edge that finds no record written since its
+view's last entry (``words[i]`` still 0) and nothing placed by its time since (``last``, reset by
+every clock read, buffer request and graph callback, :meth:`LaunchPositions.touch`) rewrites that
+entry's code instead of reading the clock (:mod:`proton_ctypes.core.views`).  Once the positions
+cannot be trusted (:meth:`LaunchPositions.distrust`, or a scan that found no empty slot), ``words``
+reads every slot as written.
+
 **Buffers.**  A thread's edges read its current buffer after CUPTI handed it back, so a buffer
 still current for its thread is not recycled when parsed; it is at the thread's next request
 (:meth:`LaunchPositions.release`), or when the thread has ended (:meth:`ended_threads`).
@@ -47,12 +55,25 @@ MARK_AFTER_NS = 1
 _ZERO_VIEW = memoryview(bytearray(SENTINEL_BYTES)).cast("I")
 
 
+class _Busy:
+    """:attr:`ThreadPositions.words` once the positions cannot be trusted: every slot reads
+    written, so no scope edge rewrites an entry (:mod:`proton_ctypes.core.views`)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i):
+        return 1
+
+
+BUSY = _Busy()
+
+
 class ThreadPositions:
     """One launching thread's current buffer, scan hint and marks: its own marks in
     :attr:`marks` (written by that thread only), other threads' snapshots of it in :attr:`snaps`,
     and what the collector took of both in :attr:`kept`."""
 
-    __slots__ = ("tid", "buf", "i", "t", "q", "marks", "snaps", "kept", "address")
+    __slots__ = ("tid", "buf", "i", "t", "q", "marks", "snaps", "kept", "address", "words", "last")
 
     def __init__(self, tid: int):
         self.tid = tid
@@ -71,6 +92,12 @@ class ThreadPositions:
         self.kept = np.zeros((0, 2), np.int64)
         #: the address of the current buffer (0: none yet)
         self.address = 0
+        #: the edge cursor (:mod:`proton_ctypes.core.views`, "Rewriting the last entry"), read by
+        #: the thread's scope edges: ``words[i]`` is 0 while no record was written since the
+        #: thread's last mark (the uint32 view of ``buf``, or :data:`BUSY`), and ``last`` is the
+        #: view log whose last entry that mark was taken for (None: anything else since)
+        self.words = _ZERO_VIEW
+        self.last = None
 
 
 class _Local(threading.local):
@@ -97,6 +124,8 @@ class LaunchPositions:
         #: shared): a thread that is given such an id again takes it out (:meth:`_own`)
         self.gone = set()
         self._lock = threading.Lock()
+        #: False once the positions cannot be trusted (:meth:`distrust`)
+        self.trusted = True
         self.clock = self._make_clock()
 
     # ------------------------------------------------------------------ the launching thread
@@ -125,7 +154,10 @@ class LaunchPositions:
             self._numbered += 1
             base = self._numbered * self.words_per_buffer
             st.i = 0                  # before the view: a reader takes the view, then the index
-            st.buf = (memoryview(array).cast("I"), base)
+            words = memoryview(array).cast("I")
+            st.buf = (words, base)
+            st.words = words if self.trusted else BUSY
+            st.last = None
             self.buffers[address] = (st.tid, base)
             previous, st.address = st.address, address
             recycle = previous in self.retired
@@ -137,8 +169,26 @@ class LaunchPositions:
 
     def thread_clock(self, tid: int):
         """:attr:`clock` bound to thread ``tid``'s positions (no thread-local lookup per call);
-        only that thread may call it."""
-        return self._make_clock(self._own(tid))
+        only that thread may call it.  Its ``cursor`` is those positions: the edge cursor of the
+        views made with it (:mod:`proton_ctypes.core.views`)."""
+        st = self._own(tid)
+        clock = self._make_clock(st)
+        clock.cursor = st
+        return clock
+
+    def touch(self) -> None:
+        """Something of the calling thread was placed by its time, not by its record (a graph
+        node captured, a graph launched): its next scope edge writes an entry of its own."""
+        st = self._local.state or self.threads.get(threading.get_native_id())
+        if st is not None:
+            st.last = None
+
+    def distrust(self) -> None:
+        """The positions cannot be trusted (kernels are placed by timestamps from now on): no
+        scope edge rewrites an entry any more, whatever its thread's buffer reads."""
+        self.trusted = False
+        for st in list(self.threads.values()):
+            st.words = BUSY
 
     def _make_clock(self, bound: Optional[ThreadPositions] = None):
         local, step, state = self._local, self.step, self._state
@@ -160,12 +210,14 @@ class LaunchPositions:
                         i += step
                 except IndexError:      # records of another size than ``step`` (the collector
                     i = len(v) - 1      # then switches the timestamps on): never raise here
+                    st.words = BUSY
                 st.i = i
                 marks = st.marks
                 marks.append(st.t)
                 marks.append(st.q)
                 st.q = base + i
             st.t = t
+            st.last = None              # the caller's entry, if a scope edge's, says so after this
             return t
         return clock
 
@@ -280,6 +332,7 @@ class LaunchPositions:
                 del self.threads[tid]
                 # the thread's clock may live on in its views until they go: not its buffer
                 st.buf = (_ZERO_VIEW, 0)
+                st.words, st.i, st.last = BUSY, 0, None
                 if st.address in self.retired:
                     self.retired.discard(st.address)
                     out.append(st.address)

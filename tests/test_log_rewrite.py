@@ -1,0 +1,177 @@
+"""Rewriting the last log entry (``proton_ctypes/core/views.py``, "Rewriting the last entry"):
+with launch positions, a scope edge with no kernel record written and nothing placed by its
+time since the view's last entry rewrites that entry's code instead of appending one.
+
+The fake libcupti writes a kernel's record into its launching thread's buffer during the
+launch, as CUPTI does (``tests/test_cupti_launch_positions.py``).
+"""
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from conftest import flat, read_tree  # noqa: E402
+from fakes.fake_cupti import FakeCupti, FakeDriver  # noqa: E402
+
+import proton_ctypes as proton  # noqa: E402
+from proton_ctypes.backends import select  # noqa: E402
+from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
+from proton_ctypes.backends.nvidia import activity  # noqa: E402
+from proton_ctypes.backends.nvidia.positions import BUSY, LaunchPositions  # noqa: E402
+from proton_ctypes.core import graph_metrics  # noqa: E402
+from proton_ctypes.core.threads import tls  # noqa: E402
+from proton_ctypes.core.views import View  # noqa: E402
+from proton_ctypes.tree import callpath  # noqa: E402
+
+SMALL_BUFFER = 16 << 10
+LATE_NS = 50_000_000
+
+
+@pytest.fixture
+def positioned(monkeypatch):
+    monkeypatch.setenv(activity.LAUNCH_SOURCE_ENV, activity.LAUNCH_FROM_POSITION)
+    fake = FakeCupti(defer_kernels=True)
+    backend = CuptiBackend(lib=fake, driver=FakeDriver(fake), buffer_bytes=SMALL_BUFFER)
+    select.register("cupti", lambda: backend)
+    yield fake, backend
+    proton.finalize()
+    select.unregister("cupti")
+
+
+def counts(path):
+    return {k: m["count"] for k, m in flat(read_tree(path)[0]).items() if "count" in m}
+
+
+def _entries(view):
+    """Every entry of ``view``'s log, as the join reads them."""
+    return view.entries_since(0).tolist()
+
+
+def test_edges_with_no_launch_between_them_leave_one_entry(positioned, tmp_path):
+    fake, backend = positioned
+    proton.start(str(tmp_path / "r"), backend="cupti")
+    def step():
+        with proton.scope("step"):
+            with proton.scope("layer"):
+                pass
+            with proton.scope("layer"):
+                fake.launch("k")
+
+    step()                              # the first time, each node's first-seen time reads the clock
+    view = tls.ctx.view
+    before = len(_entries(view))
+    step()
+    # enter step, enter layer, exit layer, enter layer: no launch since the last step's exit,
+    # whose entry takes the last code; then the launch, and exit layer, exit step: one entry
+    after = _entries(view)
+    assert len(after) - before == 1
+    assert callpath.path(after[-2][1]) == ["ROOT", "step", "layer"]
+    assert after[-1][1] == callpath.ROOT
+    proton.finalize()
+    assert counts(tmp_path / "r.hatchet") == {"step/layer/k": 2}
+
+
+def test_kernels_keep_their_scopes_when_most_edges_are_rewritten(positioned, tmp_path):
+    fake, backend = positioned
+    sid = proton.start(str(tmp_path / "many"), backend="cupti")
+    for i in range(300):
+        with proton.scope("step"):
+            for j in range(4):
+                with proton.scope("layer"):
+                    if (i + j) % 3:
+                        fake.launch("k", kernel_delay_ns=LATE_NS)
+                with proton.scope("idle"):
+                    pass
+            fake.launch("tail", kernel_delay_ns=LATE_NS)
+        if i % 50 == 0:
+            fake.complete_kernels()
+            proton.data.get(sid)        # the collector takes the log while edges rewrite it
+    proton.finalize()
+    expected_k = sum(1 for i in range(300) for j in range(4) if (i + j) % 3)
+    assert counts(tmp_path / "many.hatchet") == {"step/layer/k": expected_k, "step/tail": 300}
+
+
+def test_a_graph_captured_in_a_scope_with_no_launch_keeps_that_scope(positioned, tmp_path, monkeypatch):
+    """Captured nodes are placed by the time CUPTI made them, not by a record: the graph callback
+    makes the thread's next edge append (without the capture hooks, which would also end the view)."""
+    monkeypatch.setenv(graph_metrics.ENABLE_ENV, "0")
+    fake, backend = positioned
+    proton.start(str(tmp_path / "graph"), backend="cupti")
+    with proton.scope("before"):
+        fake.launch("k0")
+    with proton.scope("capture"):
+        graph = fake.capture(["g1", "g2"])
+    exe = fake.instantiate(graph)
+    with proton.scope("replay"):
+        fake.replay(exe)
+    proton.finalize()
+    got = counts(tmp_path / "graph.hatchet")
+    assert {k: v for k, v in got.items() if "<captured_at>" in k} == {
+        "replay/<captured_at>/capture/g1": 1, "replay/<captured_at>/capture/g2": 1}
+
+
+def test_a_graph_launch_makes_the_next_edge_append(positioned, tmp_path):
+    fake, backend = positioned
+    proton.start(str(tmp_path / "g"), backend="cupti")
+    fake.launch("k0")                   # the thread's buffer exists: the replay requests none
+    with proton.scope("capture"):
+        graph = fake.capture(["g1"])
+    exe = fake.instantiate(graph)
+    with proton.scope("replay"):
+        cursor = tls.ctx.view.cursor
+        assert cursor.last is tls.ctx.view.log
+        fake.replay(exe)
+        assert cursor.last is None
+    proton.finalize()
+
+
+def _cursor_view(words):
+    """A logging view whose edge cursor reads ``words`` (the positions of this thread)."""
+    positions = LaunchPositions(4096, 216)
+    clock = positions.thread_clock(threading.get_native_id())
+    st = clock.cursor
+    st.buf, st.words, st.i = (words, 0), words, 0
+    view = View.__new__(View)
+    view.logging, view.ext, view.log, view.chunks = True, None, [], []
+    view.now, view.cursor = clock, st
+    return view, st
+
+
+def test_note_rewrites_only_while_nothing_was_written_or_placed_since():
+    words = np.zeros(1024, np.uint32)
+    view, st = _cursor_view(memoryview(words).cast("B").cast("I"))
+    view.note(1)
+    view.note(2)                          # nothing since: the code of the entry is rewritten
+    assert view.log[1::2] == [2]
+    words[0] = 7                          # a record written since
+    view.note(3)
+    assert view.log[1::2] == [2, 3]
+    words[0] = 0
+    st.i = 0
+    view.note(4)                          # the clock's read moved past nothing: rewritten
+    assert view.log[1::2] == [2, 4]
+    view.now()                            # another clock read (a state, a launch op, a created time)
+    view.note(5)
+    assert view.log[1::2] == [2, 4, 5]
+    st.words = BUSY                       # positions distrusted: always an entry of its own
+    view.note(6)
+    assert view.log[1::2] == [2, 4, 5, 6]
+
+
+def test_the_collector_leaves_the_rewritable_entry_in_the_list_and_reads_a_copy():
+    words = np.zeros(1024, np.uint32)
+    view, st = _cursor_view(memoryview(words).cast("B").cast("I"))
+    view.note(1)
+    words[0] = 7
+    view.note(2)
+    assert view.compact()[:, 1].tolist() == [1, 2]
+    assert view.log[1::2] == [2]          # still the owner's to rewrite
+    view.note(3)
+    assert view.entries_since(0)[:, 1].tolist() == [1, 3]
+    assert sum(len(c) for c in view.chunks) == 1
+    view.log.append(99)                   # the owner between the two appends of a newer entry
+    view.compact()
+    assert view.log == [99] and view.chunks[-1][-1, 1] == 3
