@@ -95,6 +95,27 @@ def cupti():
     select.unregister("cupti")
 
 
+#: ~75 kernel records per buffer: buffers fill mid-test (the ``positioned`` fixture)
+SMALL_BUFFER = 16 << 10
+
+
+@pytest.fixture
+def positioned(monkeypatch):
+    """``backend="cupti"`` placing kernels by launch position, over a fake that writes each
+    record at launch and completes it later; yields ``(fake, backend)``."""
+    from fakes.fake_cupti import FakeCupti, FakeDriver
+    from proton_ctypes.backends.cupti import CuptiBackend
+    from proton_ctypes.backends.nvidia import activity
+
+    monkeypatch.setenv(activity.LAUNCH_SOURCE_ENV, activity.LAUNCH_FROM_POSITION)
+    fake = FakeCupti(defer_kernels=True)
+    backend = CuptiBackend(lib=fake, driver=FakeDriver(fake), buffer_bytes=SMALL_BUFFER)
+    select.register("cupti", lambda: backend)
+    yield fake, backend
+    proton.finalize()
+    select.unregister("cupti")
+
+
 @pytest.fixture
 def installed_proton_overlay(tmp_path):
     """An overlay folder (``bench/proton_overlay.py``) made of the installed triton's own Proton:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import flat, on_a_thread, read_tree  # noqa: E402
+from conftest import SMALL_BUFFER, flat, on_a_thread, read_tree  # noqa: E402
 from fakes.fake_cupti import FakeCupti, FakeDriver  # noqa: E402
 
 import proton_ctypes as proton  # noqa: E402
@@ -27,22 +27,8 @@ from proton_ctypes.backends.nvidia.buffers import BufferPool  # noqa: E402
 from proton_ctypes.backends.nvidia.positions import MARK_AFTER_NS, LaunchPositions  # noqa: E402
 from proton_ctypes.core import clock  # noqa: E402
 
-SMALL_BUFFER = 16 << 10            # ~75 kernel records per buffer: buffers fill mid-test
 #: a kernel that starts on the GPU long after its launch (a busy queue)
 LATE_NS = 50_000_000
-
-
-@pytest.fixture
-def positioned(monkeypatch):
-    """``backend="cupti"`` placing kernels by launch position, over a fake that writes each
-    record at launch and completes it later; yields ``(fake, backend)``."""
-    monkeypatch.setenv(activity.LAUNCH_SOURCE_ENV, activity.LAUNCH_FROM_POSITION)
-    fake = FakeCupti(defer_kernels=True)
-    backend = CuptiBackend(lib=fake, driver=FakeDriver(fake), buffer_bytes=SMALL_BUFFER)
-    select.register("cupti", lambda: backend)
-    yield fake, backend
-    proton.finalize()
-    select.unregister("cupti")
 
 
 def counts(path):

@@ -10,35 +10,18 @@ import sys
 import threading
 
 import numpy as np
-import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import flat, read_tree  # noqa: E402
-from fakes.fake_cupti import FakeCupti, FakeDriver  # noqa: E402
 
 import proton_ctypes as proton  # noqa: E402
-from proton_ctypes.backends import select  # noqa: E402
-from proton_ctypes.backends.cupti import CuptiBackend  # noqa: E402
-from proton_ctypes.backends.nvidia import activity  # noqa: E402
 from proton_ctypes.backends.nvidia.positions import BUSY, LaunchPositions  # noqa: E402
 from proton_ctypes.core import graph_metrics  # noqa: E402
 from proton_ctypes.core.threads import tls  # noqa: E402
 from proton_ctypes.core.views import View  # noqa: E402
 from proton_ctypes.tree import callpath  # noqa: E402
 
-SMALL_BUFFER = 16 << 10
 LATE_NS = 50_000_000
-
-
-@pytest.fixture
-def positioned(monkeypatch):
-    monkeypatch.setenv(activity.LAUNCH_SOURCE_ENV, activity.LAUNCH_FROM_POSITION)
-    fake = FakeCupti(defer_kernels=True)
-    backend = CuptiBackend(lib=fake, driver=FakeDriver(fake), buffer_bytes=SMALL_BUFFER)
-    select.register("cupti", lambda: backend)
-    yield fake, backend
-    proton.finalize()
-    select.unregister("cupti")
 
 
 def counts(path):
