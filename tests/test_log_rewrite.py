@@ -10,6 +10,7 @@ import sys
 import threading
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import flat, read_tree  # noqa: E402
@@ -158,3 +159,69 @@ def test_the_collector_leaves_the_rewritable_entry_in_the_list_and_reads_a_copy(
     view.log.append(99)                   # the owner between the two appends of a newer entry
     view.compact()
     assert view.log == [99] and view.chunks[-1][-1, 1] == 3
+
+
+def _final_codes(positioned, events, general: bool, launch_every: int = 0):
+    """The codes of the whole log after ``events`` (``test_log_entry``'s scenarios) ran in a
+    launch-position session, as the join reads them; ``general``: with the fast-path view taken
+    away, so every event goes through ``View.note``; ``launch_every``: a kernel launched after
+    every that many events (0: none)."""
+    from proton_ctypes.core.threads import thread_ctx
+    fake, _backend = positioned
+    proton.start("rewrite", backend="cupti")
+    ctx = thread_ctx()
+    with proton.scope("warm_up"):
+        fake.launch("k")
+    view = ctx.views[0]
+    assert ctx.view is view and view.cursor is not None
+    if general:
+        ctx.view = None
+    for i, (_name, event) in enumerate(events(), 1):
+        event()
+        if launch_every and i % launch_every == 0:
+            fake.launch("k")
+    entries = view.entries_since(0)
+    proton.finalize()
+    assert entries[:, 0].tolist() == sorted(entries[:, 0].tolist())
+    return ["/".join(callpath.path(code)) for code in entries[:, 1].tolist()]
+
+
+@pytest.mark.parametrize("launch_every", [0, 1, 2, 3])
+def test_the_fast_and_the_general_path_rewrite_the_same_entries(positioned, launch_every):
+    from test_log_entry import _scopes_and_states
+    fast = _final_codes(positioned, _scopes_and_states, False, launch_every)
+    general = _final_codes(positioned, _scopes_and_states, True, launch_every)
+    assert fast == general
+    if not launch_every:   # no launch after the warm-up: its exit's entry takes every later code
+        assert fast == ["ROOT/warm_up", "ROOT"]
+
+
+def test_a_buffer_request_or_a_context_change_on_any_thread_ends_every_threads_rewrites(positioned, tmp_path):
+    """A thread with no view of its own takes the starter's context at its first launch, timed by
+    its buffer request (or a context change): the starter's entry in force then must stay."""
+    positions = LaunchPositions(4096, 216)
+    mine = positions.thread_clock(threading.get_native_id()).cursor
+    log = []
+    mine.last = log
+    buf = np.zeros(4096, np.uint8)
+    worker = threading.Thread(target=lambda: positions.on_request(buf.ctypes.data, buf))
+    worker.start()
+    worker.join()
+    assert mine.last is None
+    mine.last = log
+    positions.snapshot(0)
+    assert mine.last is None
+
+    fake, _backend = positioned
+    proton.start(str(tmp_path / "first"), backend="cupti")
+    with proton.scope("a"):
+        fake.launch("ka")
+    other = threading.Thread(target=lambda: fake.launch("kt"))   # no scope on that thread
+    other.start()
+    other.join()
+    with proton.scope("b"):                  # no launch on this thread since "a" closed
+        pass
+    with proton.scope("b"):
+        fake.launch("kb")
+    proton.finalize()
+    assert counts(tmp_path / "first.hatchet") == {"a/ka": 1, "kt": 1, "b/kb": 1}

@@ -13,6 +13,8 @@ the thread's trace log for ``data="trace"`` sessions (``View.tlog``: the contrac
 """
 from __future__ import annotations
 
+from time import time_ns
+
 from . import general_path, trace_scopes
 from .threads import tls, thread_ctx
 from .metric_values import transform_tensor_metrics
@@ -56,7 +58,8 @@ def push(ctx, v, sid: int, name: str) -> int:
     if st is not None:
         node = _child(node, st)
     if node not in v.created:
-        v.created[node] = v.now()
+        # first seen: time_ns, not the edge clock (whose read would end a rewritable entry)
+        v.created[node] = time_ns()
     tl = v.tlog
     if tl is None:
         c = v.cursor

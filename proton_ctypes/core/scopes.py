@@ -25,6 +25,7 @@ from ..tree.metric_plans import SMALL_MAX, SMALL_MIN, add_planned
 from ..tree.metrics import DOUBLE, I64_MAX, I64_MIN, INT, PTY, add_value
 
 _flags = flags
+_time_ns = time.time_ns
 
 _kids = callpath.kids
 _parent = callpath.parent
@@ -103,7 +104,8 @@ class scope:
         if st is not None:
             node = _child(node, st)
         if node not in v.created:
-            v.created[node] = v.now()
+            # first seen: time_ns, not the edge clock (whose read would end a rewritable entry)
+            v.created[node] = _time_ns()
         tl = v.tlog
         if tl is None:
             c = v.cursor

@@ -43,7 +43,17 @@ def _set(name) -> None:
             except (KeyError, TypeError):  # TypeError: an unhashable name, refused by state_child
                 node = general_path.state_child(v.top, name)
         ctx.state = name
-        if v.logging:
+        c = v.cursor
+        if c is not None:
+            log = v.log
+            # the log entry (time_ns, code), or the last one's code rewritten: core/views.py
+            if c.last is log and not c.words[c.i]:
+                log[-1] = node
+            else:
+                log.append(v.now())
+                log.append(node)
+                c.last = log
+        elif v.logging:
             log = v.log
             # the log entry (time_ns, code): the contract is in core/views.py
             log.append(v.now())
@@ -97,10 +107,18 @@ class state:
                 except (KeyError, TypeError):  # TypeError: an unhashable name, refused by state_child
                     node = general_path.state_child(v.top, name)
                 ctx.state = name
+                c = v.cursor
                 log = v.log
-                # the log entry (time_ns, code): the contract is in core/views.py
-                log.append(v.now())
-                log.append(node)
+                # the log entry (time_ns, code), or the last one's code rewritten: core/views.py
+                if c is None:
+                    log.append(v.now())
+                    log.append(node)
+                elif c.last is log and not c.words[c.i]:
+                    log[-1] = node
+                else:
+                    log.append(v.now())
+                    log.append(node)
+                    c.last = log
             else:
                 if type(self.name) is not str:
                     raise signatures.state_name(self.name)
@@ -117,7 +135,17 @@ class state:
         v = ctx.view
         if v is not None:
             ctx.state = None
-            if v.logging:
+            c = v.cursor
+            if c is not None:
+                log = v.log
+                # the log entry (time_ns, code), or the last one's code rewritten: core/views.py
+                if c.last is log and not c.words[c.i]:
+                    log[-1] = v.top
+                else:
+                    log.append(v.now())
+                    log.append(v.top)
+                    c.last = log
+            elif v.logging:
                 log = v.log
                 # the log entry (time_ns, code): the contract is in core/views.py
                 log.append(v.now())

@@ -44,11 +44,14 @@ one list store.  A view knows that only from its **edge cursor** (``View.cursor`
 clock's ``cursor`` attribute, which a backend placing kernels by their launch positions gives
 its per-thread clocks, :mod:`proton_ctypes.backends.nvidia.positions`; else None): when
 ``cursor.last is view.log`` (the thread's last clock read was this log's last entry, and
-nothing placed by its time happened on the thread since) and ``cursor.words[cursor.i]`` is 0
-(no record written since), the scope edges (:mod:`.scopes`, :mod:`.scope_events`) and
-:meth:`View.note` replace ``log[-1]``; when they append instead, they set ``cursor.last`` to
-the log after the clock read.  Every other writer appends, as before (the clock read resets
-``cursor.last``).  The owner thread may thus rewrite the last complete entry at any time, so
+nothing that may time a kernel happened since: a graph callback on the thread, a buffer request
+or a context change on any) and ``cursor.words[cursor.i]`` is 0
+(no record written since), the scope and state edges (:mod:`.scopes`, :mod:`.scope_events`,
+:mod:`.states`) and :meth:`View.note` replace ``log[-1]``; when they append instead, they set
+``cursor.last`` to the log after the clock read.  Every other writer appends, as before (the
+clock read resets ``cursor.last``), and a node's first-seen time is ``time_ns()``, not a clock
+read.  ``tests/test_log_rewrite.py`` runs the fast and the general path side by side and checks
+they leave the same log.  The owner thread may thus rewrite the last complete entry at any time, so
 the collector's :meth:`View._take_log` leaves it in the list and the readers see a copy of it.
 """
 from __future__ import annotations

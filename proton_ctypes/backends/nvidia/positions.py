@@ -25,9 +25,11 @@ made).  A kernel at position ``p`` was launched after every mark of its thread w
 
 **The edge cursor.**  A thread's per-thread clock (:meth:`LaunchPositions.thread_clock`) carries its
 :class:`ThreadPositions` as ``cursor``: a scope edge that finds no record written since its
-view's last entry (``words[i]`` still 0) and nothing placed by its time since (``last``, reset by
-every clock read, buffer request and graph callback, :meth:`LaunchPositions.touch`) rewrites that
-entry's code instead of reading the clock (:mod:`proton_ctypes.core.views`).  Once the positions
+view's last entry (``words[i]`` still 0) and nothing that may time a kernel since (``last``,
+reset by the thread's clock reads and graph callbacks, :meth:`LaunchPositions.touch`, and for
+every thread by any thread's buffer request or context change: a thread with no view of its own
+takes the starter's context at its first launch) rewrites that entry's code instead of reading
+the clock (:mod:`proton_ctypes.core.views`).  Once the positions
 cannot be trusted (:meth:`LaunchPositions.distrust`, or a scan that found no empty slot), ``words``
 reads every slot as written.
 
@@ -157,11 +159,11 @@ class LaunchPositions:
             words = memoryview(array).cast("I")
             st.buf = (words, base)
             st.words = words if self.trusted else BUSY
-            st.last = None
             self.buffers[address] = (st.tid, base)
             previous, st.address = st.address, address
             recycle = previous in self.retired
             self.retired.discard(previous)
+        self._end_rewrites()
         marks = st.marks
         marks.append(time.time_ns())
         marks.append(base)
@@ -175,6 +177,14 @@ class LaunchPositions:
         clock = self._make_clock(st)
         clock.cursor = st
         return clock
+
+    def _end_rewrites(self) -> None:
+        """A mark is being written that may time another thread's kernels (a buffer request, a
+        context change): a thread with no view of its own takes the starter thread's context at
+        its first launch (:mod:`proton_ctypes.core.attribution`), so from now on no thread's edge
+        may rewrite the entry in force."""
+        for st in list(self.threads.values()):
+            st.last = None
 
     def touch(self) -> None:
         """Something of the calling thread was placed by its time, not by its record (a graph
@@ -224,6 +234,7 @@ class LaunchPositions:
     # ------------------------------------------------------------------ other threads
     def snapshot(self, now_ns: int) -> None:
         """Mark every thread's position at ``now_ns`` (taken before this call): a context change."""
+        self._end_rewrites()
         step = self.step
         for st in list(self.threads.values()):
             v, base = st.buf
