@@ -225,3 +225,29 @@ def test_a_buffer_request_or_a_context_change_on_any_thread_ends_every_threads_r
         fake.launch("kb")
     proton.finalize()
     assert counts(tmp_path / "first.hatchet") == {"a/ka": 1, "kt": 1, "b/kb": 1}
+
+
+def test_an_entry_is_not_claimed_when_another_thread_ends_the_rewrites_between_its_clock_read_and_its_claim():
+    """The owner's append reads the clock, then claims its entry; a buffer request of another
+    thread in between (its kernel timed after the entry) leaves the entry unclaimed, so no later
+    edge rewrites it."""
+    words = np.zeros(1024, np.uint32)
+    view, st = _cursor_view(memoryview(words).cast("B").cast("I"))
+    clock = view.now
+    ended = []
+
+    def clock_then_a_request_elsewhere():
+        t = clock()
+        st.last = None                    # what another thread's request does (_end_rewrites)
+        ended.append(t)
+        return t
+
+    view.note(1)
+    assert st.last is view.log            # claimed: nothing in between
+    view.now = clock_then_a_request_elsewhere
+    words[st.i] = 7                       # a record: the next edge appends
+    view.note(2)
+    assert ended and st.last is None      # not claimed
+    view.now = clock
+    view.note(3)                          # so this edge appends too
+    assert view.log[1::2] == [1, 2, 3]

@@ -71,7 +71,8 @@ def push(ctx, v, sid: int, name: str) -> int:
             else:
                 log.append(v.now())
                 log.append(node)
-                c.last = log
+                if c.last is c:  # no buffer request or context change since the clock read
+                    c.last = log
         elif v.logging:
             log = v.log
             # the log entry (time_ns, code): the contract is in core/views.py
@@ -161,7 +162,8 @@ def pop(ctx, v, sid: int) -> bool:
             else:
                 log.append(v.now())
                 log.append(code)
-                c.last = log
+                if c.last is c:  # no buffer request or context change since the clock read
+                    c.last = log
         elif v.logging:
             st = ctx.state
             log = v.log

@@ -117,7 +117,8 @@ class scope:
                 else:
                     log.append(v.now())
                     log.append(node)
-                    c.last = log
+                    if c.last is c:  # no buffer request or context change since the clock read
+                        c.last = log
             elif v.logging:
                 log = v.log
                 # the log entry (time_ns, code): the contract is in core/views.py
@@ -211,7 +212,8 @@ class scope:
                         else:
                             log.append(v.now())
                             log.append(code)
-                            c.last = log
+                            if c.last is c:  # no buffer request or context change since the clock read
+                                c.last = log
                     elif v.logging:
                         st = ctx.state
                         log = v.log

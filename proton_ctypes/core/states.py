@@ -52,7 +52,8 @@ def _set(name) -> None:
             else:
                 log.append(v.now())
                 log.append(node)
-                c.last = log
+                if c.last is c:  # no buffer request or context change since the clock read
+                    c.last = log
         elif v.logging:
             log = v.log
             # the log entry (time_ns, code): the contract is in core/views.py
@@ -118,7 +119,8 @@ class state:
                 else:
                     log.append(v.now())
                     log.append(node)
-                    c.last = log
+                    if c.last is c:  # no buffer request or context change since the clock read
+                        c.last = log
             else:
                 if type(self.name) is not str:
                     raise signatures.state_name(self.name)
@@ -144,7 +146,8 @@ class state:
                 else:
                     log.append(v.now())
                     log.append(v.top)
-                    c.last = log
+                    if c.last is c:  # no buffer request or context change since the clock read
+                        c.last = log
             elif v.logging:
                 log = v.log
                 # the log entry (time_ns, code): the contract is in core/views.py

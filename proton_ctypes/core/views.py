@@ -47,8 +47,9 @@ its per-thread clocks, :mod:`proton_ctypes.backends.nvidia.positions`; else None
 nothing that may time a kernel happened since: a graph callback on the thread, a buffer request
 or a context change on any) and ``cursor.words[cursor.i]`` is 0
 (no record written since), the scope and state edges (:mod:`.scopes`, :mod:`.scope_events`,
-:mod:`.states`) and :meth:`View.note` replace ``log[-1]``; when they append instead, they set
-``cursor.last`` to the log after the clock read.  Every other writer appends, as before (the
+:mod:`.states`) and :meth:`View.note` replace ``log[-1]``; when they append instead, they claim the new entry
+(``cursor.last = log``) if ``cursor.last`` is still the cursor itself, as the clock read left it
+(no other thread ended the rewrites since; the test and the store hold the GIL together).  Every other writer appends, as before (the
 clock read resets ``cursor.last``), and a node's first-seen time is ``time_ns()``, not a clock
 read.  ``tests/test_log_rewrite.py`` runs the fast and the general path side by side and checks
 they leave the same log.  The owner thread may thus rewrite the last complete entry at any time, so
@@ -164,7 +165,8 @@ class View:
             else:
                 log.append(self.now())
                 log.append(code)
-                c.last = log
+                if c.last is c:  # no buffer request or context change since the clock read
+                    c.last = log
         ext = self.ext
         if ext is not None:
             if self.ext_pushed:

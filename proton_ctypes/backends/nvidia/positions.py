@@ -25,11 +25,14 @@ made).  A kernel at position ``p`` was launched after every mark of its thread w
 
 **The edge cursor.**  A thread's per-thread clock (:meth:`LaunchPositions.thread_clock`) carries its
 :class:`ThreadPositions` as ``cursor``: a scope edge that finds no record written since its
-view's last entry (``words[i]`` still 0) and nothing that may time a kernel since (``last``,
-reset by the thread's clock reads and graph callbacks, :meth:`LaunchPositions.touch`, and for
-every thread by any thread's buffer request or context change: a thread with no view of its own
-takes the starter's context at its first launch) rewrites that entry's code instead of reading
-the clock (:mod:`proton_ctypes.core.views`).  Once the positions
+view's last entry (``words[i]`` still 0) and nothing that may time a kernel since rewrites that
+entry's code instead of reading the clock (:mod:`proton_ctypes.core.views`).  ``last`` says the
+latter: a clock read sets it to the positions themselves, and the edge that appended claims it
+for its log (``last = log``) only if it is still that; graph callbacks on the thread
+(:meth:`LaunchPositions.touch`) and any thread's buffer request or context change (every thread:
+a thread with no view of its own takes the starter's context at its first launch) set it to
+None.  A request reads its time before it ends the rewrites: a rewrite in between is concurrent
+with the launch, and none after it can reach an entry older than the request.  Once the positions
 cannot be trusted (:meth:`LaunchPositions.distrust`, or a scan that found no empty slot), ``words``
 reads every slot as written.
 
@@ -97,7 +100,8 @@ class ThreadPositions:
         #: the edge cursor (:mod:`proton_ctypes.core.views`, "Rewriting the last entry"), read by
         #: the thread's scope edges: ``words[i]`` is 0 while no record was written since the
         #: thread's last mark (the uint32 view of ``buf``, or :data:`BUSY`), and ``last`` is the
-        #: view log whose last entry that mark was taken for (None: anything else since)
+        #: view log whose last entry that mark was taken for (``self``: a clock read no entry
+        #: claimed yet; None: anything else since, module docstring)
         self.words = _ZERO_VIEW
         self.last = None
 
@@ -163,9 +167,10 @@ class LaunchPositions:
             previous, st.address = st.address, address
             recycle = previous in self.retired
             self.retired.discard(previous)
-        self._end_rewrites()
+        now = time.time_ns()          # before the rewrites end: a rewrite in between is concurrent
+        self._end_rewrites()          # with this launch, one after it would not be
         marks = st.marks
-        marks.append(time.time_ns())
+        marks.append(now)
         marks.append(base)
         return previous if recycle else 0
 
@@ -227,7 +232,9 @@ class LaunchPositions:
                 marks.append(st.q)
                 st.q = base + i
             st.t = t
-            st.last = None              # the caller's entry, if a scope edge's, says so after this
+            # read, no entry claimed: a scope edge's entry claims it (``last = log``) only if no other
+            # thread ended the rewrites meanwhile (the check and the store hold the GIL together)
+            st.last = st
             return t
         return clock
 
