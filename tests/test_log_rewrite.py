@@ -251,3 +251,15 @@ def test_an_entry_is_not_claimed_when_another_thread_ends_the_rewrites_between_i
     view.now = clock
     view.note(3)                          # so this edge appends too
     assert view.log[1::2] == [1, 2, 3]
+
+
+def test_once_the_positions_are_distrusted_no_thread_rewrites_not_even_a_new_one():
+    positions = LaunchPositions(4096, 216)
+    mine = positions.thread_clock(threading.get_native_id()).cursor
+    positions.distrust()
+    assert mine.words is BUSY
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(positions.thread_clock(threading.get_native_id()).cursor))
+    worker.start()
+    worker.join()
+    assert seen[0].words is BUSY

@@ -142,6 +142,8 @@ class LaunchPositions:
             st = self.threads.get(tid)
             if st is None:
                 st = self.threads[tid] = ThreadPositions(tid)
+                if not self.trusted:
+                    st.words = BUSY
             self.gone.discard(tid)
         return st
 
