@@ -263,3 +263,27 @@ def test_once_the_positions_are_distrusted_no_thread_rewrites_not_even_a_new_one
     worker.start()
     worker.join()
     assert seen[0].words is BUSY
+
+
+def test_a_trace_session_keeps_each_edges_time_so_each_kernel_flows_from_the_scope_it_was_launched_in(
+        positioned, tmp_path):
+    """A trace session's kernels are linked to the CPU scope open at their launch by time (the
+    chrome trace's flows), so its edges read the clock and never rewrite, beside a tree session."""
+    import json
+    fake, _backend = positioned
+    proton.start(str(tmp_path / "t"), data="trace", backend="cupti")
+    proton.start(str(tmp_path / "tree"), backend="cupti")
+    for _ in range(3):
+        with proton.scope("a"):
+            pass
+        with proton.scope("s"):
+            fake.launch("k", kernel_delay_ns=LATE_NS)
+    fake.complete_kernels()
+    proton.finalize()
+    with open(tmp_path / "t.chrome_trace") as f:
+        events = json.load(f)["traceEvents"]
+    scopes = {e["ts"]: e["name"] for e in events if e.get("cat") == "scope"}
+    starts = [e for e in events if e.get("cat") == "flow" and e["ph"] == "s"]
+    assert len(starts) == 3 and {scopes[e["ts"]] for e in starts} == {"s"}
+    assert len({e["ts"] for e in starts}) == 3
+    assert counts(tmp_path / "tree.hatchet") == {"s/k": 3}
