@@ -52,7 +52,10 @@ or a context change on any) and ``cursor.words[cursor.i]`` is 0
 (no other thread ended the rewrites since; the test and the store hold the GIL together).  Every other writer appends, as before (the
 clock read resets ``cursor.last``), and a node's first-seen time is ``time_ns()``, not a clock
 read.  ``tests/test_log_rewrite.py`` runs the fast and the general path side by side and checks
-they leave the same log.  The owner thread may thus rewrite the last complete entry at any time, so
+they leave the same log.  A view with a trace session (``View.tlog``) never rewrites: the chrome
+trace links each kernel to the scope record open at its launch *time*, which the launch
+positions give only as exactly as every edge marks them; and the views of a thread with two
+or more logging views never do either (each one's append ends the other's claim).  The owner thread may thus rewrite the last complete entry at any time, so
 the collector's :meth:`View._take_log` leaves it in the list and the readers see a copy of it.
 """
 from __future__ import annotations
