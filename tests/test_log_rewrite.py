@@ -1,6 +1,6 @@
 """Rewriting the last log entry (``proton_ctypes/core/views.py``, "Rewriting the last entry"):
-with launch positions, a scope edge with no kernel record written and nothing placed by its
-time since the view's last entry rewrites that entry's code instead of appending one.
+with launch positions, a scope or state edge with no kernel record written and nothing that may
+time a kernel since the view's last entry rewrites that entry's code instead of appending one.
 
 The fake libcupti writes a kernel's record into its launching thread's buffer during the
 launch, as CUPTI does (``tests/test_cupti_launch_positions.py``).
@@ -37,6 +37,7 @@ def _entries(view):
 def test_edges_with_no_launch_between_them_leave_one_entry(positioned, tmp_path):
     fake, backend = positioned
     proton.start(str(tmp_path / "r"), backend="cupti")
+
     def step():
         with proton.scope("step"):
             with proton.scope("layer"):
@@ -44,7 +45,7 @@ def test_edges_with_no_launch_between_them_leave_one_entry(positioned, tmp_path)
             with proton.scope("layer"):
                 fake.launch("k")
 
-    step()                              # the first time, each node's first-seen time reads the clock
+    step()                              # the first time also makes the view (and its first entry)
     view = tls.ctx.view
     before = len(_entries(view))
     step()
