@@ -39,24 +39,28 @@ Rewriting the last entry
 ------------------------
 
 An entry that no kernel can name may take the next entry's code instead of being followed by
-it: the log stays as right and one entry shorter, and the scope edge costs no clock read and
-one list store.  A view knows that only from its **edge cursor** (``View.cursor``: the log
-clock's ``cursor`` attribute, which a backend placing kernels by their launch positions gives
-its per-thread clocks, :mod:`proton_ctypes.backends.nvidia.positions`; else None): when
-``cursor.last is view.log`` (the thread's last clock read was this log's last entry, and
-nothing that may time a kernel happened since: a graph callback on the thread, a buffer request
-or a context change on any) and ``cursor.words[cursor.i]`` is 0
-(no record written since), the scope and state edges (:mod:`.scopes`, :mod:`.scope_events`,
-:mod:`.states`) and :meth:`View.note` replace ``log[-1]``; when they append instead, they claim the new entry
-(``cursor.last = log``) if ``cursor.last`` is still the cursor itself, as the clock read left it
-(no other thread ended the rewrites since; the test and the store hold the GIL together).  Every other writer appends, as before (the
-clock read resets ``cursor.last``), and a node's first-seen time is ``time_ns()``, not a clock
-read.  ``tests/test_log_rewrite.py`` runs the fast and the general path side by side and checks
-they leave the same log.  A view with a trace session (``View.tlog``) never rewrites: the chrome
-trace links each kernel to the scope record open at its launch *time*, which the launch
-positions give only as exactly as every edge marks them; and the views of a thread with two
-or more logging views never do either (each one's append ends the other's claim).  The owner thread may thus rewrite the last complete entry at any time, so
-the collector's :meth:`View._take_log` leaves it in the list and the readers see a copy of it.
+it: the log stays as right and one entry shorter, and the edge costs no clock read and one list
+store.  A view knows that only from its **edge cursor** (``View.cursor``: the log clock's
+``cursor`` attribute, which a backend placing kernels by their launch positions gives its
+per-thread clocks, :mod:`proton_ctypes.backends.nvidia.positions`; else None).  The rule:
+
+* when ``cursor.last is view.log`` (the log's last entry was claimed, and nothing that may time a
+  kernel happened since: a graph callback on the thread, a buffer request or a context change on
+  any thread) and ``cursor.words[cursor.i]`` is 0 (no record written since), the edge replaces
+  ``log[-1]``;
+* else it appends, and claims the new entry (``cursor.last = log``) only if ``cursor.last`` is
+  still the cursor itself, as the clock read left it (no other thread ended the rewrites
+  meanwhile; the test and the store hold the GIL together).
+
+:meth:`View.note` implements it; the scope and state edges (:mod:`.scopes`, :mod:`.scope_events`,
+:mod:`.states`) inline it; every other writer appends and claims nothing, and a node's
+first-seen time is ``time_ns()``, not a clock read.  ``tests/test_log_rewrite.py`` runs the fast
+and the general path side by side and checks they leave the same log.  A view with a trace
+session (``View.tlog``) never rewrites: the chrome trace links each kernel to the scope record
+open at its launch *time*, which launch positions give only as exactly as every edge marks
+them.  Nor do the views of a thread with two or more logging views (each one's append ends the
+other's claim).  The owner thread may rewrite its last complete entry at any time, so the
+collector's :meth:`View._take_log` leaves it in the list and the readers see a copy of it.
 """
 from __future__ import annotations
 
