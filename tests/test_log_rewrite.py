@@ -288,3 +288,21 @@ def test_a_trace_session_keeps_each_edges_time_so_each_kernel_flows_from_the_sco
     assert len(starts) == 3 and {scopes[e["ts"]] for e in starts} == {"s"}
     assert len({e["ts"] for e in starts}) == 3
     assert counts(tmp_path / "tree.hatchet") == {"s/k": 3}
+
+
+def test_the_diagnostic_switch_turns_the_rewrites_off_and_every_edge_appends(positioned, tmp_path, monkeypatch):
+    from proton_ctypes.backends.nvidia.positions import LOG_REWRITE_ENV
+    monkeypatch.setenv(LOG_REWRITE_ENV, "0")
+    fake, _backend = positioned
+    proton.start(str(tmp_path / "off"), backend="cupti")
+    with proton.scope("a"):
+        fake.launch("k")
+    view = tls.ctx.view
+    assert view.cursor is None
+    before = len(_entries(view))
+    for _ in range(3):
+        with proton.scope("a"):
+            pass
+    assert len(_entries(view)) - before == 6
+    proton.finalize()
+    assert counts(tmp_path / "off.hatchet") == {"a/k": 1}

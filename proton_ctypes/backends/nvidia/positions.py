@@ -42,6 +42,7 @@ still current for its thread is not recycled when parsed; it is at the thread's 
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Dict, List, Optional
@@ -56,6 +57,11 @@ WORD_BYTES = 4
 #: how long after the mark before it a kernel is placed (plus 1 ns per record in between): a
 #: launch takes microseconds, so the kernel stays before the thread's next mark
 MARK_AFTER_NS = 1
+
+#: ``0``: the per-thread clocks carry no edge cursor, so every scope edge appends its entry (a
+#: diagnostic: the rewrite's A/B on one host, ``proton_ctypes:env:PROTON_CTYPES_LOG_REWRITE=0`` in
+#: ``bench/split.py``, ``longrun.py`` or ``threads.py``)
+LOG_REWRITE_ENV = "PROTON_CTYPES_LOG_REWRITE"
 
 _ZERO_VIEW = memoryview(bytearray(SENTINEL_BYTES)).cast("I")
 
@@ -132,6 +138,8 @@ class LaunchPositions:
         self._lock = threading.Lock()
         #: False once the positions cannot be trusted (:meth:`distrust`)
         self.trusted = True
+        #: whether the per-thread clocks carry their edge cursor (:data:`LOG_REWRITE_ENV`)
+        self.rewrites = os.environ.get(LOG_REWRITE_ENV, "1").strip() != "0"
         self.clock = self._make_clock()
 
     # ------------------------------------------------------------------ the launching thread
@@ -182,7 +190,8 @@ class LaunchPositions:
         views made with it (:mod:`proton_ctypes.core.views`)."""
         st = self._own(tid)
         clock = self._make_clock(st)
-        clock.cursor = st
+        if self.rewrites:
+            clock.cursor = st
         return clock
 
     def _end_rewrites(self) -> None:
