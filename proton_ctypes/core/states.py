@@ -27,9 +27,8 @@ _flags = flags
 
 
 def _set(name) -> None:
-    """Set (None: clear) the calling thread's state (``enter_state``, ``exit_state``, a decorated
-    function).  ``state.__enter__``/``__exit__`` inline the fast path below, the log entry too
-    (a call costs ~15 % of a state)."""
+    """Set (None: clear) the calling thread's state.  ``state.__enter__``/``__exit__`` inline
+    the fast path below (a call costs ~15 % of a state)."""
     try:
         ctx = tls.ctx
     except AttributeError:
@@ -44,7 +43,22 @@ def _set(name) -> None:
             except (KeyError, TypeError):  # TypeError: an unhashable name, refused by state_child
                 node = general_path.state_child(v.top, name)
         ctx.state = name
-        v.note(node)  # the log entry, or the last one rewritten (core/views.py): inlined in ``state``
+        c = v.cursor
+        if c is not None:
+            log = v.log
+            # the log entry (time_ns, code), or the last one's code rewritten: core/views.py
+            if c.last is log and not c.words[c.i]:
+                log[-1] = node
+            else:
+                log.append(v.now())
+                log.append(node)
+                if c.last is c:  # no buffer request or context change since the clock read
+                    c.last = log
+        elif v.logging:
+            log = v.log
+            # the log entry (time_ns, code): the contract is in core/views.py
+            log.append(v.now())
+            log.append(node)
         return
     _set_slow(ctx, name)
 
