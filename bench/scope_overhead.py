@@ -12,6 +12,13 @@ a GPU, less the launches).  Rounds
 interleave the implementations; the figure is the median over rounds of ns per
 operation (loop included), and the ratio is ours / Proton's of the same round.
 
+The cases ``... around a launch`` put a launch of the fake libcupti inside every scope or state
+and subtract the same launches with none around them, chunk by chunk: what a scope costs
+when a launch runs between its edges, as on a GPU, where Python's caches are cold again at each
+edge and (under launch positions) the edge after the launch reads the clock.  Only
+``proton_ctypes[fake-cupti]``'s launches are profiled; every other implementation runs the same
+Python per launch with nothing listening.
+
 ``--data`` picks the sessions' ``data=`` (both by default): the ``trace`` rows (named
 ``..., data=trace``) time the same loops with chrome-trace sessions, whose every scope
 instance becomes a trace event.
@@ -29,7 +36,9 @@ import results_file
 from cpu_common import profilers, register_fake_cupti
 
 real, ours = profilers()
-register_fake_cupti("fake-cupti")
+fake = register_fake_cupti("fake-cupti")
+#: launches per chunk in the cases around a launch (each takes the median over chunk pairs)
+LAUNCH_CHUNK = 200
 #: proton_ctypes's variants: the backend each starts its sessions with, and the suffix of its rows
 OURS = {"proton_ctypes": ("host", ""), "proton_ctypes[mock]": ("mock", " (scope log on)"),
         "proton_ctypes[fake-cupti]": ("fake-cupti", " (scope log on, launch positions)")}
@@ -89,14 +98,37 @@ def case_state(p, n):
     return time.perf_counter_ns() - t
 
 
+def _around_launches(n, region):
+    """``n`` launches of the fake libcupti, each inside ``region`` (a context-manager class
+    taking a name), in chunks of :data:`LAUNCH_CHUNK` that alternate with chunks of the same
+    launches outside it: the median difference of a pair, scaled to ``n`` (ns)."""
+    launch = fake.launch
+    clock = time.perf_counter_ns
+    diffs = []
+    for _ in range(max(1, n // LAUNCH_CHUNK)):
+        t0 = clock()
+        for _ in range(LAUNCH_CHUNK):
+            launch()
+        t1 = clock()
+        for _ in range(LAUNCH_CHUNK):
+            with region("a"):
+                launch()
+        diffs.append(clock() - t1 - (t1 - t0))
+    return statistics.median(diffs) * n / LAUNCH_CHUNK
+
+
+def case_scope_around_launch(p, n):
+    return _around_launches(n, p.scope)
+
+
+def case_state_around_launch(p, n):
+    return _around_launches(n, p.state)
+
+
 CASES = {"scope enter+exit": case_scope, "scope with 1 metric": case_scope_metrics,
          "scope with 3 metrics": case_scope_3_metrics, "scope with 8 metrics": case_scope_8_metrics,
-         "enter_scope/exit_scope": case_enter_exit, "state enter+exit": case_state}
-REFERENCE = {"scope enter+exit": 0.70, "scope with 1 metric": 2.50, "scope with 3 metrics": 2.47,
-             "scope with 8 metrics": 4.46, "enter_scope/exit_scope": 0.73,
-             "state enter+exit": 0.15}
-
-
+         "enter_scope/exit_scope": case_enter_exit, "state enter+exit": case_state,
+         "scope around a launch": case_scope_around_launch, "state around a launch": case_state_around_launch}
 #: the ``data=`` of the sessions a row times
 DATA = ("tree", "trace")
 

@@ -254,6 +254,29 @@ def test_an_entry_is_not_claimed_when_another_thread_ends_the_rewrites_between_i
     assert view.log[1::2] == [1, 2, 3]
 
 
+def test_an_entry_is_not_claimed_when_another_thread_ends_the_rewrites_during_its_clock_read():
+    """Another thread's request may end the rewrites while the owner's clock reads the time (the
+    GIL can change hands in the clock's scan): that request read its time first, so the entry in
+    force then -- the one being written -- must stay unclaimed, or a later edge would rewrite the
+    code the other thread's kernels take."""
+    words = np.zeros(1024, np.uint32)
+    view, st = _cursor_view(memoryview(words).cast("B").cast("I"))
+    clock = view.now
+
+    def time_read_during_a_request_elsewhere():
+        st.last = None                    # what the request's _end_rewrites does
+        return 10**18
+
+    view.note(1)
+    words[st.i] = 7                       # a record: the next edge reads the clock and appends
+    view.now = lambda: clock(_now=time_read_during_a_request_elsewhere)
+    view.note(2)
+    assert st.last is None                # not claimed
+    view.now = clock
+    view.note(3)                          # so this edge appends
+    assert view.log[1::2] == [1, 2, 3]
+
+
 def test_once_the_positions_are_distrusted_no_thread_rewrites_not_even_a_new_one():
     positions = LaunchPositions(4096, 216)
     mine = positions.thread_clock(threading.get_native_id()).cursor

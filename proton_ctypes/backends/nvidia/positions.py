@@ -221,12 +221,17 @@ class LaunchPositions:
 
         def clock(_now=time.time_ns):
             """``time.time_ns()``, marking the calling thread's launch position at that time."""
-            t = _now()
             st = bound
             if st is None:
                 st = local.state
                 if st is None:
                     st = state()
+            # read, no entry claimed yet: a scope edge's entry claims it (``last = log``) only if no
+            # other thread ended the rewrites since this store.  The store comes before the time
+            # read: a request or context change that ends them after it unclaims the entry, and
+            # one that ended them before it had read its time before this entry's
+            st.last = st
+            t = _now()
             v, base = st.buf
             i = st.i
             if v[i]:                    # launches since the last edge: the last edge's mark is final
@@ -243,9 +248,6 @@ class LaunchPositions:
                 marks.append(st.q)
                 st.q = base + i
             st.t = t
-            # read, no entry claimed: a scope edge's entry claims it (``last = log``) only if no other
-            # thread ended the rewrites meanwhile (the check and the store hold the GIL together)
-            st.last = st
             return t
         return clock
 
