@@ -29,10 +29,9 @@ view's last entry (``words[i]`` still 0) and nothing that may time a kernel sinc
 entry's code instead of reading the clock (:mod:`proton_ctypes.core.views`).  ``last`` says the
 latter: a clock read sets it to the positions themselves (before it reads the time), and the
 edge that appended claims it for its log (``last = log``) only if it is still that; graph
-callbacks on the thread
-(:meth:`LaunchPositions.touch`) and any thread's buffer request or context change (every thread:
-a thread with no view of its own takes the starter's context at its first launch) set it to
-None.  A request reads its time before it ends the rewrites: a rewrite in between is concurrent
+callbacks on the thread (:meth:`LaunchPositions.touch`) and any thread's buffer request or
+context change (every thread: a thread with no view of its own takes the starter's context at
+its first launch) set it to None.  A request reads its time before it ends the rewrites: a rewrite in between is concurrent
 with the launch, and none after it can reach an entry older than the request.  Once the positions
 cannot be trusted (:meth:`LaunchPositions.distrust`, or a scan that found no empty slot), ``words``
 reads every slot as written.
