@@ -129,6 +129,7 @@ CASES = {"scope enter+exit": case_scope, "scope with 1 metric": case_scope_metri
          "scope with 3 metrics": case_scope_3_metrics, "scope with 8 metrics": case_scope_8_metrics,
          "enter_scope/exit_scope": case_enter_exit, "state enter+exit": case_state,
          "scope around a launch": case_scope_around_launch, "state around a launch": case_state_around_launch}
+
 #: the ``data=`` of the sessions a row times
 DATA = ("tree", "trace")
 

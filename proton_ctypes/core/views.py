@@ -51,8 +51,8 @@ per-thread clocks, :mod:`proton_ctypes.backends.nvidia.positions`; else None).  
 * else it appends, and claims the new entry (``cursor.last = log``) only if ``cursor.last`` is
   still the cursor itself, as the clock read left it (no other thread ended the rewrites
   meanwhile; the test and the store hold the GIL together).  The clock sets ``last`` before it
-  reads the time: a request that ends the rewrites during the read read its own time first, so
-  the new entry may be the one in force for that request's kernels.
+  reads the time: a request that ends the rewrites while the clock runs took its own time
+  earlier, so the new entry may be the one in force for that request's kernels.
 
 :meth:`View.note` implements it; the scope and state edges (:mod:`.scopes`, :mod:`.scope_events`,
 :mod:`.states`) inline it; every other writer appends and claims nothing, and a node's

@@ -31,10 +31,10 @@ latter: a clock read sets it to the positions themselves (before it reads the ti
 edge that appended claims it for its log (``last = log``) only if it is still that; graph
 callbacks on the thread (:meth:`LaunchPositions.touch`) and any thread's buffer request or
 context change (every thread: a thread with no view of its own takes the starter's context at
-its first launch) set it to None.  A request reads its time before it ends the rewrites: a rewrite in between is concurrent
-with the launch, and none after it can reach an entry older than the request.  Once the positions
-cannot be trusted (:meth:`LaunchPositions.distrust`, or a scan that found no empty slot), ``words``
-reads every slot as written.
+its first launch) set it to None.  A request reads its time before it ends the rewrites: a
+rewrite in between is concurrent with the launch, and none after it can reach an entry older
+than the request.  Once the positions cannot be trusted (:meth:`LaunchPositions.distrust`, or a
+scan that found no empty slot), ``words`` reads every slot as written.
 
 **Buffers.**  A thread's edges read its current buffer after CUPTI handed it back, so a buffer
 still current for its thread is not recycled when parsed; it is at the thread's next request
