@@ -44,7 +44,9 @@ cost later launches on an H100: ``docs/collection.md``).
 kernel records with no profiler, the floor under every CUPTI profiler, and the CUPTI
 configuration proton_ctypes runs on (per-thread buffers, latency timestamps). Their rows are
 ``bare`` rows with a ``floor`` key; their ``ratio_to_proton`` is the least a CUPTI kernel
-profiler could reach on the case. ``proton_ctypes:<variant>`` runs proton_ctypes with one
+profiler could reach on the case. ``proton_ctypes:env:NAME=VALUE`` runs proton_ctypes with that
+environment switch set (``bench/variants.py``; e.g. ``PROTON_CTYPES_LOG_REWRITE=0``, its rows
+carry ``"variant": "env:..."``). ``proton_ctypes:<variant>`` runs proton_ctypes with one
 switch of :data:`VARIANTS` set (its rows carry ``"variant"``): ``lazy``, lazy latency
 timestamps; ``api``, the launch-API records as the launch source; ``timestamps``, CUPTI's latency
 timestamps (the default before launch positions); ``position``, the launch positions (the
@@ -65,6 +67,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_steps import MODELS  # noqa: E402
 import results_file  # noqa: E402
+import variants  # noqa: E402
 from attribution import other_threads_cpu_s, thread_cpu_s, thread_names  # noqa: E402  (one copy)
 from proton_overlay import real_proton  # noqa: E402
 
@@ -134,7 +137,9 @@ def worker(impl: str, cases: list, chunks: int) -> dict:
         proton = floor_profiler(impl)
     else:
         sys.path.insert(0, ROOT)
-        if impl.startswith("proton_ctypes:"):     # read when the session starts
+        if variants.is_env_variant(impl):          # proton_ctypes:env:NAME=VALUE, before the import
+            variants.apply(impl)
+        elif impl.startswith("proton_ctypes:"):   # read when the session starts
             from proton_ctypes.backends.nvidia import activity
             name, value = VARIANTS[impl.split(":", 1)[1]]
             os.environ[getattr(activity, name)] = value
@@ -325,7 +330,12 @@ def main() -> None:
         return
     impls = [i for i in a.impls.split(",") if i]
     for impl in impls:
-        if impl.startswith("proton_ctypes:") and impl.split(":", 1)[1] not in VARIANTS:
+        if variants.is_env_variant(impl):
+            try:
+                variants.switches(impl)
+            except ValueError as e:
+                ap.error(f"--impls {e}")
+        elif impl.startswith("proton_ctypes:") and impl.split(":", 1)[1] not in VARIANTS:
             ap.error(f"--impls {impl}: no such variant (proton_ctypes:{'|'.join(VARIANTS)})")
     runs = {i: [] for i in impls}
 

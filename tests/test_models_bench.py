@@ -57,3 +57,27 @@ def test_a_cost_left_behind_after_finalize_shows_as_bare_chunks_after_minus_befo
           {"steps": 10, "bare_chunks_s": [1.000, 1.002, 1.004]}]
     assert models._bare_drift(rs) == 200.0          # median of 100 and 300 µs per step
     assert models._bare_drift([{"steps": 10, "bare_chunks_s": [1.0]}]) is None
+
+
+def test_a_malformed_environment_variant_is_refused_before_any_model_runs():
+    p = subprocess.run([sys.executable, str(BENCH / "models.py"), "--impls", "proton,proton_ctypes:env:NOVALUE"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert "expected proton_ctypes:env:NAME=VALUE" in p.stderr
+
+
+def test_an_environment_variant_gets_rows_of_its_own_beside_the_plain_runs():
+    case = "transformer eager, no scopes"
+
+    def run(wall_s):
+        return {case: {"steps": 10, "bare_s": [1.0], "wall_s": [wall_s], "finalize_s": [0.01],
+                       "paths": {"/ROOT/k": 10}, "warm_steps": 2, "warm_s": [0.0]}}
+
+    switched = "proton_ctypes:env:PROTON_CTYPES_LOG_REWRITE=0"
+    rows, mismatches = models.summarize({"proton": [run(1.004)], "proton_ctypes": [run(1.002)],
+                                         switched: [run(1.003)]}, [case])
+    mine = {r.get("variant"): r for r in rows if r["impl"] == "proton_ctypes"}
+    assert set(mine) == {None, "env:PROTON_CTYPES_LOG_REWRITE=0"}
+    assert mine["env:PROTON_CTYPES_LOG_REWRITE=0"]["overhead_us"] == 300.0
+    assert mine["env:PROTON_CTYPES_LOG_REWRITE=0"]["ratio_to_proton"] == 0.75
+    assert mine["env:PROTON_CTYPES_LOG_REWRITE=0"]["paths_match"] and not mismatches
