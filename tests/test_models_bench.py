@@ -1,5 +1,6 @@
 """bench/models.py's command line (the figures come from the H200): each ``proton_ctypes:<variant>``
-sets a switch the backend really reads, and an unknown one is a clear error before any model runs."""
+sets a switch the backend really reads, an unknown one (or a malformed ``proton_ctypes:env:NAME=VALUE``)
+is a clear error before any model runs, and an environment variant's rows stand beside the others."""
 import pathlib
 import subprocess
 import sys
