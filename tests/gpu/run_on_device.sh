@@ -25,7 +25,8 @@
 #   probe     tests/gpu/$PROBE (default probe_latency_toggle.py: CUPTI latency timestamps switched on
 #             mid-session; probe_buffers_per_thread.py: what launch positions assume;
 #             probe_after_stop.py: a launch's cost after a session ended, CUPTI attached or
-#             detached, and under Proton) -> probe.json
+#             detached, and under Proton; probe_pc_start_delay.py: PC samples of a short fill
+#             against a wait after each sampling range's start) -> probe.json
 #   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
 #             context="python" case under proton_ctypes), native frames, every thread (PYSPY_FLAGS
 #             replaces "--native --threads", e.g. "--gil --threads")

@@ -1,0 +1,87 @@
+"""Probe (GPU): does CUPTI's PC sampler take samples only some time after ``cuptiPCSamplingStart``?
+
+In Proton's ``test_pcsampling`` the node of two 1024-element torch fills must have
+``num_samples > 0``.  In the H100 suite runs where that failed, the node held two kernels of
+about 2.6 µs each (some five periods of 2^10 cycles) and no sample, while the Triton kernel
+of the same test (67 µs) got 219: more than chance would give.  If the sampler starts
+sampling only a while after the start call, a kernel launched right after it runs before
+any sample is taken.  This repeats the test's body in fresh sessions with the sampler's
+range start (``PCSampler.start``) followed by a busy wait of W µs before the launch goes on,
+for each W, and prints per session the samples of the fill node.  A wait that makes every
+session sample the fills says the start delay is the cause (and how long it is); none that
+does says it is not.  Run: ``python tests/gpu/probe_pc_start_delay.py [REPS]`` (or through
+``PROBE=probe_pc_start_delay.py bash tests/gpu/run_on_device.sh probe``); prints one JSON
+document.
+"""
+import json
+import os
+import sys
+import tempfile
+import time
+
+import probe_common  # noqa: F401  (the import paths)
+
+#: the busy waits after the range start, in µs (0: as shipped)
+WAITS_US = (0, 5, 20, 100)
+
+
+def _wait_after_start(sampler_cls, wait_us: float):
+    """Make ``sampler_cls.start`` busy-wait ``wait_us`` after opening a range; returns the
+    original method, to put back."""
+    original = sampler_cls.start
+
+    def start(self, ctx):
+        opened = not self.started
+        original(self, ctx)
+        if opened and self.started and wait_us:
+            until = time.perf_counter() + wait_us / 1e6
+            while time.perf_counter() < until:
+                pass
+
+    sampler_cls.start = start
+    return original
+
+
+def main(reps: int) -> dict:
+    import torch
+    import triton
+    import triton.language as tl
+
+    import proton_ctypes as proton
+    from proton_ctypes.backends.nvidia.pcsampling import PCSampler
+
+    @triton.jit
+    def foo(x, y, size: tl.constexpr):
+        offs = tl.arange(0, size)
+        for _ in range(100):
+            tl.store(y + offs, tl.load(x + offs))
+
+    out = {"waits_us": list(WAITS_US), "fill_samples": {}, "fill_ns": {}}
+    folder = tempfile.mkdtemp()
+    for wait in WAITS_US:
+        original = _wait_after_start(PCSampler, wait)
+        samples, times = [], []
+        try:
+            for i in range(reps):
+                path = os.path.join(folder, f"w{wait}-{i}")
+                proton.start(path, hook="triton", backend="cupti", mode="pcsampling")
+                with proton.scope("init"):
+                    x = torch.ones((1024,), device="cuda", dtype=torch.float32)
+                    y = torch.zeros_like(x)
+                with proton.scope("test"):
+                    foo[(1,)](x, y, x.size()[0], num_warps=4)
+                proton.finalize()
+                with open(path + ".hatchet") as f:
+                    data = json.load(f)
+                init = next(c for c in data[0]["children"] if c["frame"]["name"] == "init")
+                samples.append([c["metrics"].get("num_samples", 0) for c in init["children"]])
+                times.append([c["metrics"].get("time (ns)", 0) for c in init["children"]])
+        finally:
+            PCSampler.start = original
+        out["fill_samples"][str(wait)] = samples
+        out["fill_ns"][str(wait)] = times
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 8)))
