@@ -20,6 +20,7 @@ import tempfile
 import time
 
 import probe_common  # noqa: F401  (the import paths)
+from probe_pc_tiny import run_test_body, tiny_kernel
 
 #: the busy waits after the range start, in µs (0: as shipped)
 WAITS_US = (0, 5, 20, 100)
@@ -43,19 +44,10 @@ def _wait_after_start(sampler_cls, wait_us: float):
 
 
 def main(reps: int) -> dict:
-    import torch
-    import triton
-    import triton.language as tl
-
     import proton_ctypes as proton
     from proton_ctypes.backends.nvidia.pcsampling import PCSampler
 
-    @triton.jit
-    def foo(x, y, size: tl.constexpr):
-        offs = tl.arange(0, size)
-        for _ in range(100):
-            tl.store(y + offs, tl.load(x + offs))
-
+    foo = tiny_kernel()
     out = {"waits_us": list(WAITS_US), "fill_samples": {}, "fill_ns": {}}
     folder = tempfile.mkdtemp()
     for wait in WAITS_US:
@@ -63,19 +55,9 @@ def main(reps: int) -> dict:
         samples, times = [], []
         try:
             for i in range(reps):
-                path = os.path.join(folder, f"w{wait}-{i}")
-                proton.start(path, hook="triton", backend="cupti", mode="pcsampling")
-                with proton.scope("init"):
-                    x = torch.ones((1024,), device="cuda", dtype=torch.float32)
-                    y = torch.zeros_like(x)
-                with proton.scope("test"):
-                    foo[(1,)](x, y, x.size()[0], num_warps=4)
-                proton.finalize()
-                with open(path + ".hatchet") as f:
-                    data = json.load(f)
-                init = next(c for c in data[0]["children"] if c["frame"]["name"] == "init")
-                samples.append([c["metrics"].get("num_samples", 0) for c in init["children"]])
-                times.append([c["metrics"].get("time (ns)", 0) for c in init["children"]])
+                metrics = run_test_body(proton, foo, os.path.join(folder, f"w{wait}-{i}"), "pcsampling")
+                samples.append([m.get("num_samples", 0) for m in metrics])
+                times.append([m.get("time (ns)", 0) for m in metrics])
         finally:
             PCSampler.start = original
         out["fill_samples"][str(wait)] = samples

@@ -15,16 +15,10 @@ import tempfile
 import probe_common  # noqa: F401  (the import paths)
 
 
-def main(reps: int, impl: str) -> dict:
-    import torch
+def tiny_kernel():
+    """The Triton kernel of Proton's ``test_pcsampling`` (a short loop of loads and stores)."""
     import triton
     import triton.language as tl
-
-    if impl == "proton":
-        from proton_overlay import real_proton
-        proton = real_proton()
-    else:
-        import proton_ctypes as proton
 
     @triton.jit
     def foo(x, y, size: tl.constexpr):
@@ -32,23 +26,42 @@ def main(reps: int, impl: str) -> dict:
         for _ in range(100):
             tl.store(y + offs, tl.load(x + offs))
 
+    return foo
+
+
+def run_test_body(proton, foo, path: str, mode: str) -> list:
+    """The body of Proton's ``test_pcsampling`` in one fresh session written to ``path``; returns
+    the metrics of each child of the ``init`` scope (the torch fills' node)."""
+    import torch
+
+    proton.start(path, hook="triton", backend="cupti", mode=mode)
+    with proton.scope("init"):
+        x = torch.ones((1024,), device="cuda", dtype=torch.float32)
+        y = torch.zeros_like(x)
+    with proton.scope("test"):
+        foo[(1,)](x, y, x.size()[0], num_warps=4)
+    proton.finalize()
+    with open(path + ".hatchet") as f:
+        data = json.load(f)
+    init = next(c for c in data[0]["children"] if c["frame"]["name"] == "init")
+    return [c["metrics"] for c in init["children"]]
+
+
+def main(reps: int, impl: str) -> dict:
+    if impl == "proton":
+        from proton_overlay import real_proton
+        proton = real_proton()
+    else:
+        import proton_ctypes as proton
+
+    foo = tiny_kernel()
     out = {}
     folder = tempfile.mkdtemp()
     for mode in ("pcsampling", "pcsampling:interval=256"):
         got = []
         for i in range(reps):
-            path = os.path.join(folder, f"pc{i}")
-            proton.start(path, hook="triton", backend="cupti", mode=mode)
-            with proton.scope("init"):
-                x = torch.ones((1024,), device="cuda", dtype=torch.float32)
-                y = torch.zeros_like(x)
-            with proton.scope("test"):
-                foo[(1,)](x, y, x.size()[0], num_warps=4)
-            proton.finalize()
-            with open(path + ".hatchet") as f:
-                data = json.load(f)
-            init = next(c for c in data[0]["children"] if c["frame"]["name"] == "init")
-            got.append([c["metrics"].get("num_samples", 0) for c in init["children"]])
+            metrics = run_test_body(proton, foo, os.path.join(folder, f"pc{i}"), mode)
+            got.append([m.get("num_samples", 0) for m in metrics])
         out[mode] = got
     return out
 
