@@ -30,22 +30,35 @@ METRIC_KERNEL, METRIC_FRAME = "write_metric_record", "<metric>"
 
 def _join_thread(session, views_by_tid, tid, t, out, done):
     """Fill ``out`` (context codes) for rows ``t`` launched on ``tid``; mark ``done``."""
+    pending = True     # no row done yet: the first view that covers every row needs no mask
     for v in views_by_tid.get(int(tid), ()):
         if session not in v.sessions:
             continue
         t1 = FAR_FUTURE if v.t1 is None else v.t1
+        if pending:
+            lo, hi = int(t.min()), int(t.max())
+            if lo >= v.t0 and hi < t1:
+                # the common batch: one view holds every row (two reductions, no mask, no
+                # boolean index or boolean store)
+                out[:] = _codes_at(v, lo, t)
+                done[:] = True
+                return
         m = (~done) & (t >= v.t0) & (t < t1)
         if not m.any():
             continue
+        pending = False
         tm = t[m]
-        log = v.entries_since(int(tm.min()))
-        times, codes = log[:, 0], log[:, 1]
-        if len(times) == 0:
-            out[m] = v.top if v.ids else callpath.ROOT
-        else:
-            i = np.searchsorted(times, tm, side="right") - 1
-            out[m] = codes[np.maximum(i, 0)]
+        out[m] = _codes_at(v, int(tm.min()), tm)
         done |= m
+
+
+def _codes_at(v, first: int, t: np.ndarray):
+    """The context code in force in view ``v`` at each launch time ``t`` (none before ``first``)."""
+    log = v.entries_since(first)
+    if len(log) == 0:
+        return v.top if v.ids else callpath.ROOT
+    i = np.searchsorted(log[:, 0], t, side="right") - 1
+    return log[:, 1][np.maximum(i, 0)]
 
 
 def context_codes(session: Session, views_by_tid: dict, tids: np.ndarray, times: np.ndarray) -> np.ndarray:
