@@ -26,7 +26,8 @@
 #             mid-session; probe_buffers_per_thread.py: what launch positions assume;
 #             probe_after_stop.py: a launch's cost after a session ended, CUPTI attached or
 #             detached, and under Proton; probe_pc_start_delay.py: PC samples of a short fill
-#             against a wait after each sampling range's start) -> probe.json
+#             against a wait after each sampling range's start; probe_pc_first_range.py: PC
+#             samples of each of two fills, with and without an empty range first) -> probe.json
 #   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
 #             context="python" case under proton_ctypes), native frames, every thread (PYSPY_FLAGS
 #             replaces "--native --threads", e.g. "--gil --threads")
