@@ -7,8 +7,8 @@ the fills' totals were mostly even (2 or 4): as if one fill's range sampled and 
 not.  If the first range after ``cuptiPCSamplingSetConfigurationAttribute`` never samples, the
 node is empty whenever the second fill misses by chance.  This puts the two fills under scopes of
 their own (``fill1``, ``fill2``) and runs that body in fresh sessions, as shipped and with one empty
-range (start, stop, data read and dropped) opened on each context right after it is configured;
-it prints per session the samples of each fill.  The first fill sampled as often as the second,
+range (start, stop, data read and dropped) opened on each configured context before its first
+range; it prints per session the samples of each fill.  The first fill sampled as often as the second,
 as shipped, says the first range is not the cause; the first one empty as shipped and sampled with
 the empty range says it is (and that range is the fix).
 Run: ``python tests/gpu/probe_pc_first_range.py [REPS]`` (or through
@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 import probe_common  # noqa: F401  (the import paths)
-from probe_pc_tiny import tiny_kernel
+from probe_pc_tiny import profile_of_test_body, tiny_kernel
 
 #: the scopes of the two fills, in launch order
 FILL_SCOPES = ("fill1", "fill2")
@@ -28,45 +28,34 @@ VARIANTS = ("as shipped", "empty first range")
 
 
 def _with_empty_first_range(sampler_cls):
-    """Make ``sampler_cls.initialize`` open and close one range on a context it has just
-    configured, its samples dropped; returns the original method, to put back."""
-    original = sampler_cls.initialize
+    """Make ``sampler_cls.start`` open and close one range, its samples dropped, before the first
+    range it opens on each configured context (configured there or by the context-created
+    callback); returns the original method, to put back."""
+    original = sampler_cls.start
 
-    def initialize(self, ctx):
-        fresh = ctx not in self.contexts
-        cfg = original(self, ctx)
-        if fresh:
-            self.lib.pc_sampling_start(self._context(ctx))
-            self.sync()
-            self.lib.pc_sampling_stop(self._context(ctx))
-            self.collect(cfg)
-        return cfg
+    def start(self, ctx):
+        with self._lock:
+            if not self.started:
+                cfg = self.initialize(ctx)
+                if not getattr(cfg, "probe_warmed", False):
+                    cfg.probe_warmed = True
+                    self.sync()
+                    self.lib.pc_sampling_start(self._context(ctx))
+                    self.sync()
+                    self.lib.pc_sampling_stop(self._context(ctx))
+                    self.collect(cfg)
+            original(self, ctx)
 
-    sampler_cls.initialize = initialize
+    sampler_cls.start = start
     return original
 
 
 def run_body(proton, foo, path: str) -> dict:
     """Proton's ``test_pcsampling`` body with each fill under a scope of its own, in one fresh
     session written to ``path``; returns ``{scope: num_samples of its kernels}``."""
-    import torch
-
-    proton.start(path, hook="triton", backend="cupti", mode="pcsampling")
-    with proton.scope(FILL_SCOPES[0]):
-        x = torch.ones((1024,), device="cuda", dtype=torch.float32)
-    with proton.scope(FILL_SCOPES[1]):
-        y = torch.zeros_like(x)
-    with proton.scope("test"):
-        foo[(1,)](x, y, x.size()[0], num_warps=4)
-    proton.finalize()
-    with open(path + ".hatchet") as f:
-        data = json.load(f)
-    out = {}
-    for child in data[0]["children"]:
-        name = child["frame"]["name"]
-        if name in FILL_SCOPES:
-            out[name] = sum(c["metrics"].get("num_samples", 0) for c in child["children"])
-    return out
+    return {child["frame"]["name"]: sum(c["metrics"].get("num_samples", 0) for c in child["children"])
+            for child in profile_of_test_body(proton, foo, path, "pcsampling", FILL_SCOPES)
+            if child["frame"]["name"] in FILL_SCOPES}
 
 
 def main(reps: int) -> dict:
@@ -82,7 +71,7 @@ def main(reps: int) -> dict:
             out[variant] = [run_body(proton, foo, os.path.join(folder, f"v{len(out)}-{i}")) for i in range(reps)]
         finally:
             if original is not None:
-                PCSampler.initialize = original
+                PCSampler.start = original
     return out
 
 

@@ -29,21 +29,31 @@ def tiny_kernel():
     return foo
 
 
-def run_test_body(proton, foo, path: str, mode: str) -> list:
-    """The body of Proton's ``test_pcsampling`` in one fresh session written to ``path``; returns
-    the metrics of each child of the ``init`` scope (the torch fills' node)."""
+def profile_of_test_body(proton, foo, path: str, mode: str, fill_scopes=("init", "init")) -> list:
+    """The body of Proton's ``test_pcsampling`` in one fresh session written to ``path``, each of
+    its two torch fills under the scope named in ``fill_scopes`` (the test's: both under
+    ``init``); returns the children of the profile's root."""
     import torch
 
     proton.start(path, hook="triton", backend="cupti", mode=mode)
-    with proton.scope("init"):
+    with proton.scope(fill_scopes[0]):
         x = torch.ones((1024,), device="cuda", dtype=torch.float32)
-        y = torch.zeros_like(x)
+        if fill_scopes[1] == fill_scopes[0]:       # the test's: one scope around both
+            y = torch.zeros_like(x)
+    if fill_scopes[1] != fill_scopes[0]:
+        with proton.scope(fill_scopes[1]):
+            y = torch.zeros_like(x)
     with proton.scope("test"):
         foo[(1,)](x, y, x.size()[0], num_warps=4)
     proton.finalize()
     with open(path + ".hatchet") as f:
-        data = json.load(f)
-    init = next(c for c in data[0]["children"] if c["frame"]["name"] == "init")
+        return json.load(f)[0]["children"]
+
+
+def run_test_body(proton, foo, path: str, mode: str) -> list:
+    """:func:`profile_of_test_body` as the test runs it; returns the metrics of each child of the
+    ``init`` scope (the torch fills' node)."""
+    init = next(c for c in profile_of_test_body(proton, foo, path, mode) if c["frame"]["name"] == "init")
     return [c["metrics"] for c in init["children"]]
 
 
