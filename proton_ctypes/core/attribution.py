@@ -31,18 +31,16 @@ METRIC_KERNEL, METRIC_FRAME = "write_metric_record", "<metric>"
 def _join_thread(session, views_by_tid, tid, t, out, done):
     """Fill ``out`` (context codes) for rows ``t`` launched on ``tid``; mark ``done``."""
     pending = True     # no row done yet: the first view that covers every row needs no mask
+    lo, hi = int(t.min()), int(t.max())
     for v in views_by_tid.get(int(tid), ()):
         if session not in v.sessions:
             continue
         t1 = FAR_FUTURE if v.t1 is None else v.t1
-        if pending:
-            lo, hi = int(t.min()), int(t.max())
-            if lo >= v.t0 and hi < t1:
-                # the common batch: one view holds every row (two reductions, no mask, no
-                # boolean index or boolean store)
-                out[:] = _codes_at(v, lo, t)
-                done[:] = True
-                return
+        if pending and lo >= v.t0 and hi < t1:
+            # the common batch: one view holds every row (no mask, no boolean index or store)
+            out[:] = _codes_at(v, lo, t)
+            done[:] = True
+            return
         m = (~done) & (t >= v.t0) & (t < t1)
         if not m.any():
             continue
