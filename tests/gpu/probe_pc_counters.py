@@ -1,0 +1,98 @@
+"""Probe (GPU): CUPTI's own counters of each PC-sampling range around test_pcsampling's tiny fills.
+
+``probe_pc_first_range.py`` on an H200: as shipped, the first of the two fills got 2 samples in 6
+of 8 fresh sessions and the second none in all 8 (on an H100 earlier it was the other way round),
+and an empty range opened first changed nothing systematic.  So a fill's range either samples it
+by chance or something loses its samples.  This runs three fills, each in a scope of its own
+(``fill1`` .. ``fill3``), then the test's Triton kernel, in fresh sessions, and prints per session:
+
+* per fill scope, the samples and the kernel time (ns) the profile holds -- under proton_ctypes
+  and under Proton 3.9 (``PROTON_BENCH_OVERLAY``), so a fill that runs longer (the first one of a
+  session, say) shows, and whether Proton's fills are sampled as often;
+* for proton_ctypes, CUPTI's counters of every range read at its collection
+  (``CUpti_PCSamplingData``: ``totalSamples``, ``droppedSamples``, ``nonUsrKernelsTotalSamples``,
+  ``hardwareBufferFull``, ``totalNumPcs``) with the launched kernel's name.  A fill range with
+  ``totalSamples`` 0 took no sample at all; one with samples dropped or counted as non-user
+  kernels' lost them.
+
+Run: ``python tests/gpu/probe_pc_counters.py [REPS]`` (or through
+``PROBE=probe_pc_counters.py bash tests/gpu/run_on_device.sh probe``); prints one JSON document.
+"""
+import json
+import os
+import sys
+import tempfile
+
+import probe_common  # noqa: F401  (the import paths)
+from probe_pc_tiny import tiny_kernel
+
+#: the scopes of the fills, in launch order
+FILL_SCOPES = ("fill1", "fill2", "fill3")
+#: CUpti_PCSamplingData's counters read at each range's collection
+COUNTERS = ("totalSamples", "droppedSamples", "nonUsrKernelsTotalSamples", "hardwareBufferFull", "totalNumPcs")
+
+
+def run_body(proton, foo, path: str) -> dict:
+    """The fills and the Triton kernel in one fresh session written to ``path``; returns
+    ``{scope: [num_samples, kernel time (ns)]}`` of the fill scopes."""
+    import torch
+
+    proton.start(path, hook="triton", backend="cupti", mode="pcsampling")
+    with proton.scope(FILL_SCOPES[0]):
+        x = torch.ones((1024,), device="cuda", dtype=torch.float32)
+    for name in FILL_SCOPES[1:]:
+        with proton.scope(name):
+            y = torch.zeros_like(x)
+    with proton.scope("test"):
+        foo[(1,)](x, y, x.size()[0], num_warps=4)
+    proton.finalize()
+    with open(path + ".hatchet") as f:
+        root = json.load(f)[0]
+    out = {}
+    for child in root["children"]:
+        name = child["frame"]["name"]
+        if name in FILL_SCOPES:
+            kernels = child["children"]
+            out[name] = [sum(k["metrics"].get("num_samples", 0) for k in kernels),
+                         sum(k["metrics"].get("time (ns)", 0) for k in kernels)]
+    return out
+
+
+def _recording_collect(sampler_cls, ranges: list):
+    """Make ``sampler_cls.collect`` append CUPTI's counters of each range (as read before its
+    first buffer is parsed) to ``ranges``; returns the original method, to put back."""
+    original = sampler_cls.collect
+
+    def collect(self, cfg):
+        data = cfg.data
+        ranges.append({k: int(getattr(data, k)) for k in COUNTERS})
+        return original(self, cfg)
+
+    sampler_cls.collect = collect
+    return original
+
+
+def main(reps: int) -> dict:
+    import proton_ctypes as proton
+    from proton_ctypes.backends.nvidia.pcsampling import PCSampler
+
+    foo = tiny_kernel()
+    folder = tempfile.mkdtemp()
+    out = {"proton_ctypes": [], "proton_ctypes ranges": []}
+    for i in range(reps):
+        ranges = []
+        original = _recording_collect(PCSampler, ranges)
+        try:
+            out["proton_ctypes"].append(run_body(proton, foo, os.path.join(folder, f"ours{i}")))
+        finally:
+            PCSampler.collect = original
+        out["proton_ctypes ranges"].append(ranges)
+    if os.environ.get("PROTON_BENCH_OVERLAY"):
+        from proton_overlay import real_proton
+        real = real_proton()
+        out["proton"] = [run_body(real, foo, os.path.join(folder, f"real{i}")) for i in range(reps)]
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 8)))
