@@ -27,7 +27,9 @@
 #             probe_after_stop.py: a launch's cost after a session ended, CUPTI attached or
 #             detached, and under Proton; probe_pc_start_delay.py: PC samples of a short fill
 #             against a wait after each sampling range's start; probe_pc_first_range.py: PC
-#             samples of each of two fills, with and without an empty range first) -> probe.json
+#             samples of each of two fills, with and without an empty range first;
+#             probe_pc_counters.py: CUPTI's counters of each range around three fills, and the
+#             fills' samples and times under both profilers) -> probe.json
 #   pyspy     py-spy (wheel carried in .whl/) records PYSPY_CMD (default: the models bench's
 #             context="python" case under proton_ctypes), native frames, every thread (PYSPY_FLAGS
 #             replaces "--native --threads", e.g. "--gil --threads")
