@@ -48,13 +48,10 @@ def parser(**kw):
     return p
 
 
-@pytest.mark.parametrize("buffers", [1, 3])
-def test_columns_parsed_without_a_copy_outlive_their_buffer_once_concatenated(buffers):
-    """The collector parses into views, concatenates, then hands the buffers back to CUPTI,
-    which writes new records into them: the concatenated columns must not change."""
+def test_columns_of_several_buffers_are_concatenated_into_arrays_of_their_own():
     p = parser()
     bufs, parts = [], []
-    for b in range(buffers):
+    for b in range(3):
         buf, valid = as_buffer([kernel(100 * b + i, T0 + i * 1000) for i in range(1, 51)])
         bufs.append(buf)
         parts.append(p.parse(buf, valid, copy=False)[10])
@@ -62,8 +59,39 @@ def test_columns_parsed_without_a_copy_outlive_their_buffer_once_concatenated(bu
     cols = concat_columns(parts)
     for buf in bufs:
         buf[:] = 0xAB                                         # the buffer's next use
-    assert cols["correlationId"].tolist() == [100 * b + i for b in range(buffers) for i in range(1, 51)]
+    assert cols["correlationId"].tolist() == [100 * b + i for b in range(3) for i in range(1, 51)]
     assert np.all(cols["end"] - cols["start"] == 800)
+
+
+def test_views_into_buffers_can_be_reused_once_the_joiner_has_the_batch_and_what_it_holds():
+    """The collector parses into views, joins, and only then hands the buffers back to CUPTI,
+    which writes new records into them: the batch, the kernels held for their launch records,
+    and the joiner's tables must not change."""
+    from proton_ctypes.backends.nvidia.join import Joiner
+
+    p = parser(extcorr=True)
+    kbuf, kvalid = as_buffer([kernel(i, T0 + i * 1000) for i in range(1, 51)])
+    abuf, avalid = as_buffer([api(i, T0 + i * 1000 - 700, tid=4321) for i in range(1, 26)])
+    ebuf, evalid = as_buffer([ext(i, 9000 + i) for i in range(1, 51)])
+    cols = {name: concat_columns([p.parse(buf, valid, copy=False)[kind]])
+            for name, buf, valid, kind in (("k", kbuf, kvalid, 10), ("a", abuf, avalid, 4), ("e", ebuf, evalid, 39))}
+    assert not cols["k"]["correlationId"].flags.owndata       # one buffer each: views, no copy
+    joiner = Joiner(name_reader=lambda ptr: "k")
+    joiner.add_api(cols["a"])
+    joiner.add_external(cols["e"])
+    first = joiner.join(cols["k"], hold=True)                 # launches 26..50: no API record yet
+    for buf in (kbuf, abuf, ebuf):
+        buf[:] = 0xAB                                         # the buffers' next use
+    later, later_valid = as_buffer([api(i, T0 + i * 1000 - 700, tid=4321) for i in range(26, 51)])
+    joiner.add_api(p.parse(later, later_valid)[4])
+    second = joiner.join({}, hold=True)
+    for batch, corrs in ((first, range(1, 26)), (second, range(26, 51))):
+        assert batch["corr"].tolist() == list(corrs)
+        assert batch["start_ns"].tolist() == [T0 + i * 1000 for i in corrs]
+        assert np.all(batch["end_ns"] - batch["start_ns"] == 800)
+        assert np.all(batch["tid"] == 4321)
+        assert batch["launch_ns"].tolist() == [T0 + i * 1000 - 700 for i in corrs]
+        assert batch["py_node"].tolist() == [9000 + i for i in corrs]
 
 
 def test_single_kind_buffer_takes_the_strided_fast_path():

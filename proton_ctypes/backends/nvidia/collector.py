@@ -213,7 +213,7 @@ class Collector:
             completed = pool.take_completed()
             # the buffers out besides these may hold launches older than now, nothing else does
             snapshot = (now, pool.held_since({a for a, _ in completed})) if self.per_thread_buffers else None
-            parsed = []      # buffers whose columns may be views into them: released once copied out
+            parsed = []      # buffers whose columns may be views into them: released after the join
             marks = {}       # launch positions: each thread's marks, taken once
             try:
                 for address, valid in completed:
@@ -240,16 +240,18 @@ class Collector:
                         elif kind == L.KIND_EXTERNAL_CORRELATION:
                             ext.append(cols)
                 api, ext, kernels = concat_columns(api), concat_columns(ext), concat_columns(kernels)
+                t1 = time.perf_counter()
+                # the joiner copies out what it keeps (its tables, held kernels, the batch)
+                joiner = self.joiner
+                joiner.add_api(api)
+                joiner.add_external(ext)
+                joiner.add_python(self.hub.take_python_entries())
+                joiner.add_graph_launches(self.hub.take_graph_launches())
+                batch = joiner.join(kernels, hold=hold)
+                del api, ext, kernels
             finally:
                 for address in parsed:
                     pool.release(address)
-            t1 = time.perf_counter()
-            joiner = self.joiner
-            joiner.add_api(api)
-            joiner.add_external(ext)
-            joiner.add_python(self.hub.take_python_entries())
-            joiner.add_graph_launches(self.hub.take_graph_launches())
-            batch = joiner.join(kernels, hold=hold)
             if joiner.needs_stamps and not self.stamps_switched_on:
                 # a CUPTI whose launch callbacks see other ids than the kernels: from now on
                 # the kernels carry their ``queued`` time, and are placed by thread and time

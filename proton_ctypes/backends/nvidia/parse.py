@@ -106,8 +106,8 @@ class BufferParser:
         """Return ``{kind: {field: column}}`` for the first ``valid`` bytes of ``buf`` (uint8, 8-aligned).
 
         ``copy=False``: columns of a single-kind buffer are strided views into ``buf``, valid while
-        it is (:func:`concat_columns` makes arrays of their own from them): one pass over the
-        records instead of a copy and then a concatenation."""
+        it is: one pass over the records (when the join copies them out) instead of a copy and
+        then another."""
         valid = int(valid)
         if valid < SLOT:
             return {}
@@ -270,10 +270,11 @@ def record_count(parts: dict, kind=None) -> int:
 
 
 def concat_columns(parts: list) -> dict:
-    """Concatenate a list of ``{field: column}`` dicts field by field (empty dict for no parts)
-    into columns of their own: none is a view into a buffer (``parse(copy=False)``)."""
+    """Concatenate a list of ``{field: column}`` dicts field by field (empty dict for no parts).
+    One part is returned as it is: its columns may be views into a buffer (``parse(copy=False)``),
+    which the caller keeps until it has copied out what it keeps."""
     if not parts:
         return {}
     if len(parts) == 1:
-        return {name: col if col.flags.owndata else col.copy() for name, col in parts[0].items()}
+        return parts[0]
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
