@@ -23,7 +23,7 @@ start fails (``cuptiSubscribe`` error 39) after a session of ours.
 
 Measured on an H100 (CUPTI 13, 12 sessions each, ``tests/gpu/results/probe_pc_counters-h100.json``):
 CUPTI took 0 or 1 sample in a fill's range (``totalSamples``; none dropped, none counted as
-non-user kernels', the hardware buffer never full), 13 in the Triton kernel's; a fill's range
+non-user kernels', the hardware buffer never full), 12 or 13 in the Triton kernel's; a fill's range
 held a sample in 11 and in 9 of 36 ranges in two runs under proton_ctypes (12 of 36 without the
 sync before a range's stop, 6 of 36 without the one before its start) and in 18 of 36 under
 Proton, and the test's node (the first two fills) got one in 7 of 12 sessions under each.  So no sample is lost
