@@ -35,7 +35,7 @@ import sys
 import tempfile
 
 import probe_common  # noqa: F401  (the import paths)
-from probe_pc_tiny import tiny_kernel
+from probe_pc_tiny import profile_of_test_body, tiny_kernel
 
 #: the scopes of the fills, in launch order
 FILL_SCOPES = ("fill1", "fill2", "fill3")
@@ -46,27 +46,10 @@ COUNTERS = ("totalSamples", "droppedSamples", "nonUsrKernelsTotalSamples", "hard
 def run_body(proton, foo, path: str) -> dict:
     """The fills and the Triton kernel in one fresh session written to ``path``; returns
     ``{scope: [num_samples, kernel time (ns)]}`` of the fill scopes."""
-    import torch
-
-    proton.start(path, hook="triton", backend="cupti", mode="pcsampling")
-    with proton.scope(FILL_SCOPES[0]):
-        x = torch.ones((1024,), device="cuda", dtype=torch.float32)
-    for name in FILL_SCOPES[1:]:
-        with proton.scope(name):
-            y = torch.zeros_like(x)
-    with proton.scope("test"):
-        foo[(1,)](x, y, x.size()[0], num_warps=4)
-    proton.finalize()
-    with open(path + ".hatchet") as f:
-        root = json.load(f)[0]
-    out = {}
-    for child in root["children"]:
-        name = child["frame"]["name"]
-        if name in FILL_SCOPES:
-            kernels = child["children"]
-            out[name] = [sum(k["metrics"].get("num_samples", 0) for k in kernels),
-                         sum(k["metrics"].get("time (ns)", 0) for k in kernels)]
-    return out
+    return {child["frame"]["name"]: [sum(k["metrics"].get(m, 0) for k in child["children"])
+                                     for m in ("num_samples", "time (ns)")]
+            for child in profile_of_test_body(proton, foo, path, "pcsampling", FILL_SCOPES)
+            if child["frame"]["name"] in FILL_SCOPES}
 
 
 def _recording_collect(sampler_cls, ranges: list):

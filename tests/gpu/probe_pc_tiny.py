@@ -7,6 +7,7 @@ between sessions or not. This repeats that test's body in fresh sessions and pri
 session, the samples of the fill node -- at Proton's default interval, and at a shorter one
 for comparison. Run: ``python tests/gpu/probe_pc_tiny.py [REPS]``; prints one JSON document.
 """
+import itertools
 import json
 import os
 import sys
@@ -30,19 +31,21 @@ def tiny_kernel():
 
 
 def profile_of_test_body(proton, foo, path: str, mode: str, fill_scopes=("init", "init")) -> list:
-    """The body of Proton's ``test_pcsampling`` in one fresh session written to ``path``, each of
-    its two torch fills under the scope named in ``fill_scopes`` (the test's: both under
-    ``init``); returns the children of the profile's root."""
+    """The body of Proton's ``test_pcsampling`` in one fresh session written to ``path``: one torch
+    fill per name in ``fill_scopes`` (a ``torch.ones``, then ``torch.zeros_like``), consecutive
+    fills of one name under one scope (the test's: two fills under ``init``), then the Triton
+    kernel under ``test``; returns the children of the profile's root."""
     import torch
 
     proton.start(path, hook="triton", backend="cupti", mode=mode)
-    with proton.scope(fill_scopes[0]):
-        x = torch.ones((1024,), device="cuda", dtype=torch.float32)
-        if fill_scopes[1] == fill_scopes[0]:       # the test's: one scope around both
-            y = torch.zeros_like(x)
-    if fill_scopes[1] != fill_scopes[0]:
-        with proton.scope(fill_scopes[1]):
-            y = torch.zeros_like(x)
+    x = None
+    for name, fills in itertools.groupby(range(len(fill_scopes)), key=fill_scopes.__getitem__):
+        with proton.scope(name):
+            for _ in fills:
+                if x is None:
+                    x = torch.ones((1024,), device="cuda", dtype=torch.float32)
+                else:
+                    y = torch.zeros_like(x)
     with proton.scope("test"):
         foo[(1,)](x, y, x.size()[0], num_warps=4)
     proton.finalize()
