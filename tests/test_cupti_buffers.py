@@ -157,3 +157,73 @@ def test_a_kernel_launched_is_in_its_threads_buffer_marked_incomplete_until_it_c
     assert ctypes.c_uint32.from_address(record).value == KIND_KERNEL
     backend.stop()
     assert len(sink.rows()) == 1
+
+
+# --- TRITON_PROFILE_BUFFER_SIZE: the size of each activity buffer, as in Proton -------------------
+
+def _profile_kernels(cupti, name, launches):
+    """A cupti session ``name`` (the ``cupti`` fixture's) with ``launches`` kernels in scope
+    ``s``: ``(its buffers' size, the kernels counted in its file)``."""
+    import proton_ctypes as proton
+    from conftest import find, read_tree
+
+    fake, backend = cupti
+    proton.start(name, backend="cupti")
+    with proton.scope("s"):
+        for _ in range(launches):
+            fake.launch("k")
+    size = backend.pool.buffer_bytes
+    proton.finalize()
+    tree, _ = read_tree(f"{name}.hatchet")
+    return size, find(tree, "s", "k")["metrics"]["count"]
+
+
+def test_activity_buffers_take_the_users_TRITON_PROFILE_BUFFER_SIZE(cupti, monkeypatch):
+    monkeypatch.setenv("TRITON_PROFILE_BUFFER_SIZE", str(1 * MIB))
+    assert _profile_kernels(cupti, "sized", 3000) == (1 * MIB, 3000)
+
+
+def test_without_the_knob_buffers_keep_our_default_though_start_exports_protons(cupti, monkeypatch):
+    monkeypatch.delenv("TRITON_PROFILE_BUFFER_SIZE", raising=False)
+    assert _profile_kernels(cupti, "first", 10) == (buffers.DEFAULT_BUFFER_BYTES, 10)
+    assert os.environ["TRITON_PROFILE_BUFFER_SIZE"] == "67108864"      # exported, as Proton does
+    assert _profile_kernels(cupti, "second", 10) == (buffers.DEFAULT_BUFFER_BYTES, 10)
+
+
+def test_a_size_changed_between_sessions_applies_at_the_next_start(cupti, monkeypatch):
+    monkeypatch.setenv("TRITON_PROFILE_BUFFER_SIZE", str(1 * MIB))
+    assert _profile_kernels(cupti, "one", 500) == (1 * MIB, 500)
+    monkeypatch.setenv("TRITON_PROFILE_BUFFER_SIZE", str(2 * MIB))
+    assert _profile_kernels(cupti, "two", 500) == (2 * MIB, 500)
+
+
+@pytest.mark.parametrize("asked, used", [(1000, buffers.MIN_REQUESTED_BUFFER_BYTES), (65537, 65544),
+                                         (3 * MIB, 3 * MIB)])
+def test_a_requested_size_is_rounded_up_to_the_alignment_and_a_least_size(asked, used):
+    assert buffers.pool_buffer_bytes(requested=asked) == used
+    assert buffers.pool_buffer_bytes(explicit=16 << 10, requested=asked) == 16 << 10
+    assert buffers.pool_buffer_bytes() == buffers.DEFAULT_BUFFER_BYTES
+
+
+@pytest.mark.parametrize("value, expected", [("lots", "expected int"), ("0", "expected a positive number"),
+                                             ("-8", "expected a positive number")])
+def test_a_bad_buffer_size_is_a_clear_error_at_start_and_leaves_no_session(cupti, monkeypatch, value, expected):
+    import proton_ctypes as proton
+    from proton_ctypes.core.registry import G
+
+    monkeypatch.setenv("TRITON_PROFILE_BUFFER_SIZE", value)
+    with pytest.raises(RuntimeError, match=f"Unable to use TRITON_PROFILE_BUFFER_SIZE={value}: {expected}"):
+        proton.start("bad", backend="cupti")
+    assert not G.sessions
+    monkeypatch.setenv("TRITON_PROFILE_BUFFER_SIZE", str(1 * MIB))
+    assert _profile_kernels(cupti, "good", 5) == (1 * MIB, 5)
+
+
+def test_a_buffer_size_set_through_tritons_knob_is_used(cupti, monkeypatch):
+    knobs = pytest.importorskip("triton").knobs
+    monkeypatch.delenv("TRITON_PROFILE_BUFFER_SIZE", raising=False)
+    knobs.proton.profile_buffer_size = 2 * MIB          # sets the variable too, as triton's knobs do
+    try:
+        assert _profile_kernels(cupti, "knob", 20) == (2 * MIB, 20)
+    finally:
+        del knobs.proton.profile_buffer_size

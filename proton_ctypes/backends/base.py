@@ -129,13 +129,19 @@ class Backend:
     #: from), ``instantiated`` when an executable graph
     #: is made (a backend that sees no instantiation passes no ``exec``); None: not called.
     graph_hooks = None
+    #: the size in bytes the user asked for each activity buffer (Proton's
+    #: ``TRITON_PROFILE_BUFFER_SIZE`` knob), given by :meth:`connect`; None: the backend's own
+    #: default.  A backend that hands its vendor no buffers ignores it.
+    activity_buffer_bytes = None
 
-    def connect(self, pc_attribution=None, nvtx_scopes=None, graph_hooks=None) -> None:
-        """Take the engine's functions a backend may call back (see the fields of the same
-        names); called before the first :meth:`start`."""
+    def connect(self, pc_attribution=None, nvtx_scopes=None, graph_hooks=None, activity_buffer_bytes=None) -> None:
+        """Take the engine's functions a backend may call back and the user's activity-buffer
+        size (see the fields of the same names); called before each :meth:`start` that follows
+        a :meth:`stop` (and before the first)."""
         self.pc_attribution = pc_attribution
         self.nvtx_scopes = nvtx_scopes
         self.graph_hooks = graph_hooks
+        self.activity_buffer_bytes = activity_buffer_bytes
 
     def start(self, sink: Sink, mode: Mode = NO_MODE, python_context: Optional[Callable[[], int]] = None) -> None:
         """Begin collecting; hand every parsed kernel batch to ``sink`` (from any thread).

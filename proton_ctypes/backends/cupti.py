@@ -44,7 +44,7 @@ from .nvidia import nvtx
 from .nvidia.activity import (KERNEL_RECORD_SOURCES, LAUNCH_FROM_API, LAUNCH_FROM_KERNEL,
                               calibrate_clock, choose_attribution, choose_launch_source, enable_activity,
                               finalize_at_stop, lazy_timestamps)
-from .nvidia.buffers import DEFAULT_BUFFER_BYTES, BufferPool
+from .nvidia.buffers import BufferPool, pool_buffer_bytes
 from .nvidia.callbacks import OTHER_SUBSCRIBER_MESSAGE, CallbackHub, torch_profiler_active
 from .nvidia.collector import Collector
 from .nvidia.driver import required_driver
@@ -75,10 +75,12 @@ class CuptiBackend(Backend):
     name = "cupti"
     device_type = "CUDA"
 
-    def __init__(self, lib=None, driver=None, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+    def __init__(self, lib=None, driver=None, buffer_bytes: Optional[int] = None,
                  max_buffers: Optional[int] = None, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
                  parse_batch_buffers: Optional[int] = None):
         """``lib``: a fake libcupti for tests (default: load the real one at first start);
+        ``buffer_bytes``: the size of each activity buffer, exactly (default:
+        :func:`~.nvidia.buffers.pool_buffer_bytes` of the user's ``TRITON_PROFILE_BUFFER_SIZE``);
         ``max_buffers``: the ceiling of the buffer pool (default: :func:`~.nvidia.buffers.buffer_limit_bytes`);
         ``driver``: an object with ``synchronize()`` and ``device_attributes(i)`` (default: libcuda,
         :class:`~.nvidia.driver.CudaDriver`);
@@ -245,9 +247,12 @@ class CuptiBackend(Backend):
     def _load(self) -> CuptiLib:
         if self.lib is None:
             self.lib = load_cupti(lib=self._lib_override)
+        size = pool_buffer_bytes(self._buffer_bytes, self.activity_buffer_bytes)
         if self.pool is None:
-            self.pool = BufferPool(self._buffer_bytes, self._max_buffers, can_decline=self.lib.can_decline_buffers)
+            self.pool = BufferPool(size, self._max_buffers, can_decline=self.lib.can_decline_buffers)
             self.collector = Collector(self.lib, self.pool, self.parse_batch_buffers, self._warn_once)
+        elif size != self.pool.buffer_bytes:        # the user's size changed since the last start
+            self.pool = self.collector.pool = self.pool.resized(size)
         return self.lib
 
     def _start_collection(self, lib: CuptiLib, sink, python_context) -> None:

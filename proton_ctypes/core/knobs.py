@@ -53,6 +53,12 @@ def disabled() -> bool:
     return _truthy(os.environ.get("TRITON_PROTON_DISABLE", "0"))
 
 
+#: Proton's knob for the size of each activity buffer (``triton.knobs.proton.profile_buffer_size``)
+BUFFER_SIZE_ENV = "TRITON_PROFILE_BUFFER_SIZE"
+#: what :func:`export_defaults` itself put into the environment, by variable: a value still there
+#: is Proton's default, not the user's choice (:func:`user_value`)
+_exported = {}
+
 #: not exported: proton_ctypes prefers a CUPTI already mapped in the process (torch's), and an
 #: exported default would make child processes load triton's older copy beside it
 _NOT_EXPORTED = ("TRITON_CUPTI_LIB_PATH",)
@@ -71,19 +77,48 @@ def export_defaults(backend: str, arch=None) -> None:
             if os.environ.get(key) is not None or key in _NOT_EXPORTED:
                 continue
             if key == "TRITON_CUPTI_LIB_PATH" and blackwell and hasattr(pk, "cupti_lib_blackwell_dir"):
-                os.environ[key] = str(pk.cupti_lib_blackwell_dir)
+                _export(key, str(pk.cupti_lib_blackwell_dir))
                 continue
             val = getattr(pk, attr, None)
             if val is None:
                 continue
-            if isinstance(val, bool):
-                os.environ[key] = "1" if val else "0"
-            else:
-                os.environ[key] = str(val)
+            _export(key, ("1" if val else "0") if isinstance(val, bool) else str(val))
         return
     d = _defaults()
     for key, val in d.items():
         if os.environ.get(key) is None and val is not None and key not in _NOT_EXPORTED:
             if key == "TRITON_CUPTI_LIB_PATH" and blackwell and d["TRITON_CUPTI_LIB_BLACKWELL_PATH"]:
                 val = d["TRITON_CUPTI_LIB_BLACKWELL_PATH"]
-            os.environ[key] = val
+            _export(key, val)
+
+
+def _export(key: str, value: str) -> None:
+    os.environ[key] = value
+    _exported[key] = value
+
+
+def user_value(key: str):
+    """The environment's value of ``key``, unless it is only the default :func:`export_defaults`
+    put there (a knob set in code sets its variable too, so it counts as the user's)."""
+    val = os.environ.get(key)
+    return None if val is None or _exported.get(key) == val else val
+
+
+def activity_buffer_bytes():
+    """The activity-buffer size the user chose with ``TRITON_PROFILE_BUFFER_SIZE`` (or its knob),
+    in bytes; None when they chose none, and the backend keeps its own default.
+
+    Raises:
+        RuntimeError: a value that is not a positive integer (triton's knob message for a
+            non-integer; Proton itself fails inside CUPTI's buffer request).
+    """
+    val = user_value(BUFFER_SIZE_ENV)
+    if val is None:
+        return None
+    try:
+        size = int(val)
+    except ValueError:
+        raise RuntimeError(f"Unable to use {BUFFER_SIZE_ENV}={val}: expected int") from None
+    if size <= 0:
+        raise RuntimeError(f"Unable to use {BUFFER_SIZE_ENV}={val}: expected a positive number of bytes")
+    return size

@@ -10,8 +10,8 @@ import itertools
 import sys
 import threading
 
-from . import (attribution, clock, general_path, graph_metric_kernel, graph_metrics, lifecycle, naming, nvtx,
-               pc_samples, registry, retention, signatures, tensor_metrics, threads, trace_scopes)
+from . import (attribution, clock, general_path, graph_metric_kernel, graph_metrics, knobs, lifecycle, naming,
+               nvtx, pc_samples, registry, retention, signatures, tensor_metrics, threads, trace_scopes)
 from ..backends import select
 from .registry import G
 from .flags import flags
@@ -119,7 +119,8 @@ def create(name: str, context: str, data: str, backend_name: str, mode_text: str
                         nvtx_scopes=(nvtx.enter, nvtx.exit),
                         graph_hooks=(graph_metric_kernel.capture_edge, graph_metrics.replayed,
                                      graph_metrics.instantiated)
-                        if graph_metrics.connected else None)
+                        if graph_metrics.connected else None,
+                        activity_buffer_bytes=knobs.activity_buffer_bytes())
         backend.start(_sink_for(backend), mode,
                       _python_context() if context == "python" else None)
         edge_clock = backend.edge_clock()

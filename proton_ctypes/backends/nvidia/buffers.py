@@ -57,7 +57,12 @@ from .lib import BUFFER_COMPLETE_FUNC, BUFFER_REQUEST_FUNC
 from .positions import SENTINEL_BYTES
 
 MIB = 1 << 20
+#: the size of each buffer unless the user asks for another (``TRITON_PROFILE_BUFFER_SIZE``):
+#: smaller than Proton's 64 MiB, because CUPTI keeps one buffer per launching thread here
 DEFAULT_BUFFER_BYTES = 4 * MIB
+#: the least size a user's request gets: a few hundred kernel records, so that CUPTI does not
+#: ask for a buffer (a call into Python) every few launches
+MIN_REQUESTED_BUFFER_BYTES = 64 << 10
 #: the ceiling on buffer memory, in MiB (environment), else physical memory / LIMIT_FRACTION
 LIMIT_ENV = "PROTON_CTYPES_BUFFER_LIMIT_MB"
 LIMIT_FRACTION = 8
@@ -69,6 +74,18 @@ MIN_FREE_KEPT = 2
 #: spare buffers out at once at most where a request may be declined
 MAX_SPARES = 64
 ALIGNMENT = RECORD_ALIGNMENT      # CUPTI's ACTIVITY_RECORD_ALIGNMENT
+
+
+def pool_buffer_bytes(explicit=None, requested=None) -> int:
+    """The size of each buffer: ``explicit`` (a backend's constructor argument) as it is; else
+    the user's ``requested`` size (``TRITON_PROFILE_BUFFER_SIZE``) rounded up to CUPTI's record
+    alignment and to at least :data:`MIN_REQUESTED_BUFFER_BYTES`; else :data:`DEFAULT_BUFFER_BYTES`."""
+    if explicit is not None:
+        return int(explicit)
+    if requested is None:
+        return DEFAULT_BUFFER_BYTES
+    size = max(int(requested), MIN_REQUESTED_BUFFER_BYTES)
+    return -(-size // ALIGNMENT) * ALIGNMENT
 
 
 def buffer_limit_bytes(environ=None) -> int:
@@ -116,6 +133,7 @@ class BufferPool:
                  can_decline: bool = True):
         """``max_buffers``: the ceiling in buffers (default: :func:`buffer_limit_bytes` worth);
         ``can_decline``: whether a request may be declined (CUPTI >= 27)."""
+        self._ceiling_asked = max_buffers           # for resized(): None recomputes the default
         if max_buffers is None:
             max_buffers = max(MIN_BUFFERS, buffer_limit_bytes() // max(1, int(buffer_bytes)))
         if buffer_bytes % ALIGNMENT or buffer_bytes <= 0 or max_buffers < MIN_BUFFERS:
@@ -370,3 +388,16 @@ class BufferPool:
     def outstanding(self) -> int:
         """Buffers handed out and not yet released (with CUPTI or awaiting parse)."""
         return len(self._out)
+
+    def resized(self, buffer_bytes: int) -> "BufferPool":
+        """A pool like this one with buffers of ``buffer_bytes``; this one itself while CUPTI or
+        the parser still holds any of its buffers (the size changes at a later start).  The new
+        pool keeps this one referenced: CUPTI may still know its callbacks."""
+        if self._out or self.completed or buffer_bytes == self.buffer_bytes:
+            return self
+        pool = BufferPool(buffer_bytes, self._ceiling_asked, self.can_decline)
+        pool._previous = self
+        with self._lock:                            # its free buffers go back to the system
+            self._free.clear()
+            self._spare_free.clear()
+        return pool
