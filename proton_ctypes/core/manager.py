@@ -10,8 +10,9 @@ import itertools
 import sys
 import threading
 
-from . import (attribution, clock, general_path, graph_metric_kernel, graph_metrics, knobs, lifecycle, naming,
-               nvtx, pc_samples, registry, retention, signatures, tensor_metrics, threads, trace_scopes)
+from . import (attribution, clock, flush_timing, general_path, graph_metric_kernel, graph_metrics, knobs,
+               lifecycle, naming, nvtx, pc_samples, registry, retention, signatures, tensor_metrics, threads,
+               trace_scopes)
 from ..backends import select
 from .registry import G
 from .flags import flags
@@ -58,13 +59,20 @@ def periodic_flush(s: Session) -> list:
             # closed phases are written at the first flush once no capture is in progress
             return paths
         graph_metrics.drain(tensor_metrics.synchronize)  # the closed phases' graph replays
+    timing, written = flush_timing.timing_for(fmt), []
     for p in sorted(s.phases):
         if p >= s.phase:
             continue
         path = f"{naming.expand(s.name)}.part_{p}.{fmt}"
-        _write_phase(s, p, fmt, path)
+        _write_phase(s, p, fmt, path, timing)
+        t0 = timing.clock() if timing is not None else 0.0
         del s.phases[p]
+        if timing is not None:
+            timing.add("clear", timing.clock() - t0)
+        written.append(p)
         paths.append(path)
+    if timing is not None and written:
+        timing.report(naming.expand(s.name), written[0], written[-1])
     return paths
 
 
@@ -228,10 +236,10 @@ def render(s: Session, phase: int, fmt: str):
     return writers.render(fmt, pd, s.backend.device_type, device_block(s, pd, fmt))
 
 
-def _write_phase(s: Session, phase: int, fmt: str, path: str) -> None:
+def _write_phase(s: Session, phase: int, fmt: str, path: str, timing=None) -> None:
     pd = s.phases[phase]
     pd.lost = s.losses()
-    writers.write(fmt, pd, s.backend.device_type, device_block(s, pd, fmt), path)
+    writers.write(fmt, pd, s.backend.device_type, device_block(s, pd, fmt), path, timing)
 
 
 def resolve_format(s: Session, output_format) -> str:

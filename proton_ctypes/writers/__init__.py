@@ -43,6 +43,15 @@ def render(fmt: str, phase, device_type: str, device_block: dict) -> Union[str, 
     return FORMATS[fmt].render(phase, device_type, device_block)
 
 
-def write(fmt: str, phase, device_type: str, device_block: dict, path: str) -> None:
-    """Write one phase in format ``fmt`` to ``path`` (whole file or none)."""
-    write_atomic(path, render(fmt, phase, device_type, device_block))
+def write(fmt: str, phase, device_type: str, device_block: dict, path: str, timing=None) -> None:
+    """Write one phase in format ``fmt`` to ``path`` (whole file or none); ``timing``: an object
+    with ``clock()`` and ``add(step, seconds)`` told how long the ``render`` and the ``write`` took."""
+    if timing is None:
+        write_atomic(path, render(fmt, phase, device_type, device_block))
+        return
+    t0 = timing.clock()
+    data = render(fmt, phase, device_type, device_block)
+    t1 = timing.clock()
+    write_atomic(path, data)
+    timing.add("render", t1 - t0)
+    timing.add("write", timing.clock() - t1)
