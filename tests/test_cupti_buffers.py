@@ -186,7 +186,8 @@ def test_activity_buffers_take_the_users_TRITON_PROFILE_BUFFER_SIZE(cupti, monke
 def test_without_the_knob_buffers_keep_our_default_though_start_exports_protons(cupti, monkeypatch):
     monkeypatch.delenv("TRITON_PROFILE_BUFFER_SIZE", raising=False)
     assert _profile_kernels(cupti, "first", 10) == (buffers.DEFAULT_BUFFER_BYTES, 10)
-    assert os.environ["TRITON_PROFILE_BUFFER_SIZE"] == "67108864"      # exported, as Proton does
+    # exported where triton's Proton has the knob (3.9; not 3.6), as Proton does
+    assert os.environ.get("TRITON_PROFILE_BUFFER_SIZE") in (None, "67108864")
     assert _profile_kernels(cupti, "second", 10) == (buffers.DEFAULT_BUFFER_BYTES, 10)
 
 
@@ -221,6 +222,8 @@ def test_a_bad_buffer_size_is_a_clear_error_at_start_and_leaves_no_session(cupti
 
 def test_a_buffer_size_set_through_tritons_knob_is_used(cupti, monkeypatch):
     knobs = pytest.importorskip("triton").knobs
+    if "profile_buffer_size" not in getattr(knobs.proton, "knob_descriptors", {}):
+        pytest.skip("this triton's Proton has no profile_buffer_size knob (it came in 3.9)")
     monkeypatch.delenv("TRITON_PROFILE_BUFFER_SIZE", raising=False)
     knobs.proton.profile_buffer_size = 2 * MIB          # sets the variable too, as triton's knobs do
     try:
