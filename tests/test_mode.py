@@ -6,6 +6,7 @@ Expected strings and messages are those real Proton 3.9 gives
 """
 import dataclasses
 import os
+import re
 
 import msgpack
 import pytest
@@ -113,3 +114,35 @@ def test_periodic_flushing_leaves_the_current_phase_to_finalize_in_finalizes_for
     proton.activate(s)
     proton.finalize()  # as Proton: the rest goes out in finalize's (default) format
     assert sorted(os.listdir(".")) == ["pf.part_0.hatchet_msgpack", "pf.part_1.hatchet"]
+
+
+@pytest.mark.parametrize("fmt, rendered, written_as", [("hatchet", "toJsonString", "json_write"),
+                                                       ("hatchet_msgpack", "toMsgPack", "msgpack_write")])
+def test_PROTON_DATA_FLUSH_TIMING_prints_protons_line_for_each_periodic_flush(monkeypatch, capfd, mock, fmt,
+                                                                               rendered, written_as):
+    monkeypatch.setenv("PROTON_DATA_FLUSH_TIMING", "1")
+    s = proton.start("timed", backend="mock", mode=f"periodic_flushing:format={fmt}")
+    for _ in range(2):
+        with proton.scope("p"):
+            mock.launch("k")
+        proton.data.advance_phase(s)
+    mock.flush()                          # the backend's batch: the closed phases are written
+    lines = [line for line in capfd.readouterr().err.splitlines() if "periodicFlush timing" in line]
+    assert len(lines) == 1, lines
+    assert re.fullmatch(
+        rf"\[PROTON\] periodicFlush timing: path=timed format={fmt} phases=\[0,1\] toJsonString_us=\d+ "
+        r"toJsonString_calls=\d+ toMsgPack_us=\d+ toMsgPack_calls=\d+ json_write_us=\d+ json_write_calls=\d+ "
+        r"msgpack_write_us=\d+ msgpack_write_calls=\d+ clear_us=\d+", lines[0])
+    assert f"{rendered}_calls=2" in lines[0] and f"{written_as}_calls=2" in lines[0]
+    proton.finalize(output_format=fmt)
+    assert sorted(os.listdir(".")) == [f"timed.part_{k}.{fmt}" for k in range(3)]
+
+
+def test_periodic_flushes_print_nothing_without_PROTON_DATA_FLUSH_TIMING(monkeypatch, capfd, mock):
+    monkeypatch.delenv("PROTON_DATA_FLUSH_TIMING", raising=False)
+    s = proton.start("quiet", backend="mock", mode="periodic_flushing")
+    mock.launch("k")
+    proton.data.advance_phase(s)
+    mock.flush()
+    proton.finalize()
+    assert "timing" not in capfd.readouterr().err
