@@ -206,4 +206,3 @@ def test_get_returns_a_tree_a_thousand_frames_deep():
         levels += 1
     assert levels == 1001 and node["metrics"] == {"m": 1}
     proton.finalize()
-
