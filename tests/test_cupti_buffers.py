@@ -230,3 +230,35 @@ def test_a_buffer_size_set_through_tritons_knob_is_used(cupti, monkeypatch):
         assert _profile_kernels(cupti, "knob", 20) == (2 * MIB, 20)
     finally:
         del knobs.proton.profile_buffer_size
+
+
+def test_protons_periodic_flushing_buffer_size_places_every_kernel_by_position_across_many_buffers(monkeypatch):
+    """What Proton's own ``test_periodic_flushing`` asks of a GPU: 256 KiB buffers (about a thousand
+    kernel records each), launch positions, scopes, phases flushed as part files; every kernel
+    lands under its scope in its phase, across buffer changes."""
+    import proton_ctypes as proton
+    from conftest import find, read_tree
+    from fakes.fake_cupti import FakeDriver
+    from proton_ctypes.backends import select
+    from proton_ctypes.backends.cupti import CuptiBackend
+    from proton_ctypes.backends.nvidia import activity
+
+    monkeypatch.setenv(activity.LAUNCH_SOURCE_ENV, activity.LAUNCH_FROM_POSITION)
+    monkeypatch.setenv("TRITON_PROFILE_BUFFER_SIZE", str(256 << 10))
+    fake = FakeCupti(defer_kernels=True)
+    backend = CuptiBackend(lib=fake, driver=FakeDriver(fake))
+    select.register("cupti", lambda: backend)
+    try:
+        s = proton.start("pf", backend="cupti", mode="periodic_flushing:format=hatchet")
+        for phase in range(3):
+            for step in range(2500):
+                with proton.scope(f"phase{phase}"):
+                    fake.launch("k" if step % 2 else "j")
+            proton.data.advance_phase(s)
+        proton.finalize()
+        assert backend.pool.buffer_bytes == 256 << 10 and backend.pool.requests > 5      # several buffers each
+    finally:
+        select.unregister("cupti")
+    for phase in range(3):
+        tree, _ = read_tree(f"pf.part_{phase}.hatchet")
+        assert [find(tree, f"phase{phase}", k)["metrics"]["count"] for k in ("j", "k")] == [1250, 1250]

@@ -12,6 +12,7 @@ import msgpack
 import pytest
 
 import proton_ctypes as proton
+from conftest import find, read_tree
 
 ENUMS = ("metric_type=METRIC_TYPE.CYCLE:sampling_strategy=SAMPLING_STRATEGY.NONE:sampling_options=:"
          "granularity=GRANULARITY.{}:buffer_strategy=BUFFER_STRATEGY.{}:buffer_type=BUFFER_TYPE.{}:"
@@ -126,7 +127,8 @@ def test_PROTON_DATA_FLUSH_TIMING_prints_protons_line_for_each_periodic_flush(mo
         with proton.scope("p"):
             mock.launch("k")
         proton.data.advance_phase(s)
-    mock.flush()                          # the backend's batch: the closed phases are written
+    mock.flush()               # hands both phases' kernels on: phases 0 and 1 are complete after it
+    mock.timed_flush()         # the next batch (empty) writes them
     lines = [line for line in capfd.readouterr().err.splitlines() if "periodicFlush timing" in line]
     assert len(lines) == 1, lines
     assert re.fullmatch(
@@ -136,6 +138,39 @@ def test_PROTON_DATA_FLUSH_TIMING_prints_protons_line_for_each_periodic_flush(mo
     assert f"{rendered}_calls=2" in lines[0] and f"{written_as}_calls=2" in lines[0]
     proton.finalize(output_format=fmt)
     assert sorted(os.listdir(".")) == [f"timed.part_{k}.{fmt}" for k in range(3)]
+
+
+def test_periodic_flushing_writes_a_phase_only_once_every_threads_kernels_of_it_have_come(mock):
+    """A thread's kernels of a closed phase may come after another thread's of the next phase
+    (CUPTI keeps one buffer per launching thread): the part file waits for them."""
+    import threading
+
+    s = proton.start("late", backend="mock", mode="periodic_flushing")
+    done = threading.Event()
+
+    def other():
+        with proton.scope("other"):
+            mock.launch("late_kernel")
+        mock.hold(flushes=1)               # its buffer stays with CUPTI at the next timed flush
+        done.set()
+    threading.Thread(target=other).start()
+    done.wait()
+    with proton.scope("main"):
+        mock.launch("early")
+    proton.data.advance_phase(s)
+    with proton.scope("main"):
+        mock.launch("next")
+    proton.data.advance_phase(s)
+    mock.timed_flush()                     # the main thread's kernels of phases 0 and 1, not the other's
+    mock.timed_flush()                     # the other thread's kernel, after phase 1's
+    assert not os.path.exists("late.part_0.hatchet")
+    mock.timed_flush()                     # every thread's kernels of phases 0 and 1 have come
+    counts = []
+    for phase, paths in ((0, (("other", "late_kernel"), ("main", "early"))), (1, (("main", "next"),))):
+        tree, _ = read_tree(f"late.part_{phase}.hatchet")
+        counts.append([find(tree, *path)["metrics"]["count"] for path in paths])
+    assert counts == [[1, 1], [1]]
+    proton.finalize()
 
 
 def test_periodic_flushes_print_nothing_without_PROTON_DATA_FLUSH_TIMING(monkeypatch, capfd, mock):

@@ -129,6 +129,10 @@ class Backend:
     #: from), ``instantiated`` when an executable graph
     #: is made (a backend that sees no instantiation passes no ``exec``); None: not called.
     graph_hooks = None
+    #: whether :meth:`delivered` gives a watermark (then ``(0, {})`` means nothing delivered
+    #: yet); a backend without one must hand kernels to the sink in launch order
+    #: (``periodic_flushing`` writes a phase once a later phase's kernel came, as Proton does)
+    watermarks = False
     #: the size in bytes the user asked for each activity buffer (Proton's
     #: ``TRITON_PROFILE_BUFFER_SIZE`` knob), given by :meth:`connect`; None: the backend's own
     #: default.  A backend that hands its vendor no buffers ignores it.

@@ -28,6 +28,7 @@ class MockBackend(Backend):
 
     name = "mock"
     device_type = "CUDA"
+    watermarks = True
 
     def __init__(self):
         self.sink = None

@@ -163,6 +163,7 @@ def ingest(session: Session, views_by_tid: dict, batch: np.ndarray) -> None:
     else:
         phase = np.searchsorted(np.asarray(session.phase_t, dtype=np.int64), rows["launch_ns"], side="right") - 1
         phase = np.maximum(phase, 0)
+        session.latest_row_phase = max(session.latest_row_phase, int(phase.max()))
     if session.data == "trace":
         tkernels.add_to_traces(session.phases, rows, knodes, phase, _trace_lanes(session, rows))
     else:

@@ -46,34 +46,55 @@ def _sink_for(backend):
     return sink
 
 
-def periodic_flush(s: Session) -> list:
-    """``periodic_flushing`` mode: write every closed phase to its part file and drop it."""
+def periodic_flush(s: Session, delivered_all: bool = False) -> list:
+    """``periodic_flushing`` mode: write every closed phase whose kernels have all arrived
+    (:func:`_phases_delivered`; ``delivered_all``: the backend was just flushed) to its part file,
+    and drop it."""
     paths = []
     fmt = s.mode.format
     if FORMATS[fmt].data != s.data:
         raise ValueError("[PROTON] Output format not supported")
     _merge_views(s)
-    if any(p < s.phase for p in s.phases):
-        if G.capturing and graph_metrics.needs_sync():
-            # a device sync while any thread captures a graph would invalidate that capture: the
-            # closed phases are written at the first flush once no capture is in progress
-            return paths
-        graph_metrics.drain(tensor_metrics.synchronize)  # the closed phases' graph replays
-    timing, written = flush_timing.timing_for(fmt), []
-    for p in sorted(s.phases):
-        if p >= s.phase:
-            continue
+    due = _phases_delivered(s, delivered_all)
+    if not due:
+        return paths
+    if G.capturing and graph_metrics.needs_sync():
+        # a device sync while any thread captures a graph would invalidate that capture: the
+        # closed phases are written at the first flush once no capture is in progress
+        return paths
+    graph_metrics.drain(tensor_metrics.synchronize)  # the closed phases' graph replays
+    timing = flush_timing.timing_for(fmt)
+    for p in due:
         path = f"{naming.expand(s.name)}.part_{p}.{fmt}"
         _write_phase(s, p, fmt, path, timing)
         t0 = timing.clock() if timing is not None else 0.0
         del s.phases[p]
         if timing is not None:
             timing.add("clear", timing.clock() - t0)
-        written.append(p)
         paths.append(path)
-    if timing is not None and written:
-        timing.report(naming.expand(s.name), written[0], written[-1])
+    if timing is not None:
+        timing.report(naming.expand(s.name), due[0], due[-1])
     return paths
+
+
+def _phases_delivered(s: Session, delivered_all: bool) -> list:
+    """The closed phases of ``s`` whose kernels have all reached the sink, oldest first.
+
+    Phase ``p`` ends at ``phase_t[p + 1]``; a kernel launched before that may still be in a
+    buffer the backend has not handed back (CUPTI keeps one per launching thread), and a part
+    file written and dropped before it came would lose it.  So a phase is due once every
+    thread's delivery watermark (:meth:`Backend.delivered`) has passed its end; with a backend
+    that keeps none (``Backend.watermarks``), once a kernel of a later phase has come (Proton's
+    rule, for kernels delivered in launch order); every closed phase after a flush of the
+    backend, or when the backend delivers no kernels."""
+    closed = [p for p in sorted(s.phases) if p < s.phase]
+    if not closed or delivered_all or not s.backend.device_type:
+        return closed
+    if not s.backend.watermarks:
+        return [p for p in closed if p < s.latest_row_phase]
+    default, per_thread = s.backend.delivered()         # (0, {}): nothing delivered yet
+    floor = min(default, min(per_thread.values(), default=default))
+    return [p for p in closed if s.phase_t[p + 1] <= floor]
 
 
 def _python_context():
@@ -220,7 +241,7 @@ def flush(s: Session) -> None:
         if p < s.phase:
             pd.complete = True
     if s.mode.periodic_flushing:
-        periodic_flush(s)
+        periodic_flush(s, delivered_all=True)
 
 
 def device_block(s: Session, pd, fmt: str) -> dict:

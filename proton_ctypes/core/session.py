@@ -44,6 +44,9 @@ class Session:
         #: phase k starts at phase_t[k]
         self.phase = 0
         self.phase_t = [now]
+        #: the latest phase a kernel row went to (``periodic_flushing`` with a backend that
+        #: knows no delivery watermark: :func:`.manager._phases_delivered`)
+        self.latest_row_phase = 0
         self.phases = {0: PhaseData()}
         #: the current phase's data (kept in step with ``phase``)
         self.current = self.phases[0]
