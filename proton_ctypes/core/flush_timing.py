@@ -48,16 +48,13 @@ class FlushTiming:
 
     def line(self, path: str, first: int, last: int) -> str:
         """Proton's line for the phases ``first``..``last`` of the session written to ``path``."""
-        packed = self.fmt in MSGPACK_FORMATS
-        json_r, json_w = (0, 0) if packed else (self.render_s, self.write_s)
-        pack_r, pack_w = (self.render_s, self.write_s) if packed else (0, 0)
-        n_json = (0, 0) if packed else (self.renders, self.writes)
-        n_pack = (self.renders, self.writes) if packed else (0, 0)
+        figures = dict.fromkeys(("toJsonString", "toMsgPack", "json_write", "msgpack_write"), (0.0, 0))
+        render, write = ("toMsgPack", "msgpack_write") if self.fmt in MSGPACK_FORMATS else ("toJsonString",
+                                                                                            "json_write")
+        figures[render], figures[write] = (self.render_s, self.renders), (self.write_s, self.writes)
+        steps = " ".join(f"{k}_us={_us(t)} {k}_calls={n}" for k, (t, n) in figures.items())
         return (f"[PROTON] periodicFlush timing: path={path} format={self.fmt} phases=[{first},{last}] "
-                f"toJsonString_us={_us(json_r)} toJsonString_calls={n_json[0]} "
-                f"toMsgPack_us={_us(pack_r)} toMsgPack_calls={n_pack[0]} "
-                f"json_write_us={_us(json_w)} json_write_calls={n_json[1]} "
-                f"msgpack_write_us={_us(pack_w)} msgpack_write_calls={n_pack[1]} clear_us={_us(self.clear_s)}")
+                f"{steps} clear_us={_us(self.clear_s)}")
 
     def report(self, path: str, first: int, last: int) -> None:
         """Print :meth:`line` on stderr."""
