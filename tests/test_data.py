@@ -4,6 +4,7 @@
 Expected values are those real Proton 3.9 gives (``conformance/scenarios/data.py``);
 periodic flushing of phases is in ``test_mode.py``.
 """
+import json
 import os
 
 import msgpack
@@ -206,3 +207,21 @@ def test_get_returns_a_tree_a_thousand_frames_deep():
         levels += 1
     assert levels == 1001 and node["metrics"] == {"m": 1}
     proton.finalize()
+
+
+def test_a_trace_scope_open_across_advance_phase_closes_quietly_in_the_phase_it_ended_in():
+    """Proton raises ``IndexError: [PROTON] Event not found`` at such a scope's exit, writes it in
+    no part file and nests every later scope of the thread under it (README, differences)."""
+    s = proton.start("tx", backend="host", data="trace")
+    with proton.scope("z"):
+        pass
+    with proton.scope("a"):
+        proton.data.advance_phase(s)
+    with proton.scope("b"):
+        pass
+    proton.finalize()
+    stacks = []
+    for phase in range(2):
+        with open(f"tx.part_{phase}.chrome_trace") as f:
+            stacks.append([e["args"]["call_stack"] for e in json.load(f)["traceEvents"]])
+    assert stacks == [[["ROOT", "z"]], [["ROOT", "a"], ["ROOT", "b"]]]
