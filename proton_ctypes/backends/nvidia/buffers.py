@@ -172,6 +172,8 @@ class BufferPool:
         # The ctypes callbacks: keep references for the life of the process (CUPTI keeps the pointers).
         self.request_callback = BUFFER_REQUEST_FUNC(self._on_request)
         self.complete_callback = BUFFER_COMPLETE_FUNC(self._on_complete)
+        #: the pool this one replaced (:meth:`resized`), kept alive: CUPTI may still hold its callbacks
+        self._previous = None
 
     # ------------------------------------------------------------------ called by CUPTI
     def _on_request(self, p_buffer, p_size, p_max_records):
