@@ -140,6 +140,34 @@ def test_PROTON_DATA_FLUSH_TIMING_prints_protons_line_for_each_periodic_flush(mo
     assert sorted(os.listdir(".")) == [f"timed.part_{k}.{fmt}" for k in range(3)]
 
 
+def test_PROTON_DATA_FLUSH_TIMING_prints_the_graph_metric_peek_line_before_each_periodic_flush_of_a_gpu_backend(
+        monkeypatch, capfd, mock):
+    monkeypatch.setenv("PROTON_DATA_FLUSH_TIMING", "1")
+    s = proton.start("peeked", backend="mock", mode="periodic_flushing")
+    for _ in range(3):
+        mock.launch("k")
+        proton.data.advance_phase(s)
+    mock.flush()
+    mock.timed_flush()
+    lines = [line for line in capfd.readouterr().err.splitlines() if "timing" in line]
+    assert len(lines) == 2, lines
+    assert re.fullmatch(r"\[PROTON\] pendingGraphPool peek timing: phases=\[0,2\] peek_us=\d+ peek_calls=3", lines[0])
+    assert lines[1].startswith("[PROTON] periodicFlush timing: path=peeked format=hatchet phases=[0,2] ")
+    proton.finalize()
+
+
+def test_a_host_session_prints_no_graph_metric_peek_line(monkeypatch, capfd):
+    monkeypatch.setenv("PROTON_DATA_FLUSH_TIMING", "1")
+    s = proton.start("host_timed", backend="host", mode="periodic_flushing")
+    with proton.scope("a"):
+        pass
+    proton.data.advance_phase(s)
+    proton.deactivate(s, flushing=True)
+    err = capfd.readouterr().err
+    assert "periodicFlush timing: path=host_timed" in err and "pendingGraphPool" not in err
+    proton.finalize()
+
+
 def test_periodic_flushing_writes_a_phase_only_once_every_threads_kernels_of_it_have_come(mock):
     """A thread's kernels of a closed phase may come after another thread's of the next phase
     (CUPTI keeps one buffer per launching thread): the part file waits for them."""

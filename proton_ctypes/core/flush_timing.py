@@ -3,7 +3,10 @@
 Proton documents the variable for ``mode="periodic_flushing"`` and prints, per session and
 flush, the time spent rendering the closed phases (JSON for ``hatchet`` and ``chrome_trace``,
 MessagePack for ``hatchet_msgpack``), writing their part files and dropping them; this prints the
-same line with the same fields, measured around the same steps here.
+same line with the same fields, measured around the same steps here.  Before it, for a backend
+that replays graph metrics (:data:`PEEK_BACKENDS`), Proton's line for reading back the graph
+replays' metric values of those phases (its ``pendingGraphPool`` peek; here
+:func:`proton_ctypes.core.graph_metrics.drain`).
 """
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ ENV = "PROTON_DATA_FLUSH_TIMING"
 TRUE_VALUES = ("1", "true", "on")
 #: the formats rendered as MessagePack (every other one is JSON text)
 MSGPACK_FORMATS = ("hatchet_msgpack",)
+#: the backends whose Proton keeps a pool of pending graph metrics, and so prints its peek line
+#: (CUPTI and rocprofiler-sdk; roctracer has none); the mock backend stands in for a GPU one
+PEEK_BACKENDS = ("cupti", "rocprofiler", "mock")
 
 
 def _us(seconds: float) -> int:
@@ -55,6 +61,16 @@ class FlushTiming:
         steps = " ".join(f"{k}_us={_us(t)} {k}_calls={n}" for k, (t, n) in figures.items())
         return (f"[PROTON] periodicFlush timing: path={path} format={self.fmt} phases=[{first},{last}] "
                 f"{steps} clear_us={_us(self.clear_s)}")
+
+    def peek_line(self, first: int, last: int, seconds: float) -> str:
+        """Proton's line for reading back the graph metrics of phases ``first``..``last``
+        (one peek per phase, ``seconds`` in all)."""
+        return (f"[PROTON] pendingGraphPool peek timing: phases=[{first},{last}] peek_us={_us(seconds)} "
+                f"peek_calls={last - first + 1}")
+
+    def report_peek(self, first: int, last: int, seconds: float) -> None:
+        """Print :meth:`peek_line` on stderr."""
+        print(self.peek_line(first, last, seconds), file=sys.stderr, flush=True)
 
     def report(self, path: str, first: int, last: int) -> None:
         """Print :meth:`line` on stderr."""

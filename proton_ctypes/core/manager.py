@@ -62,8 +62,11 @@ def periodic_flush(s: Session, delivered_all: bool = False) -> list:
         # a device sync while any thread captures a graph would invalidate that capture: the
         # closed phases are written at the first flush once no capture is in progress
         return paths
-    graph_metrics.drain(tensor_metrics.synchronize)  # the closed phases' graph replays
     timing = flush_timing.timing_for(fmt)
+    t0 = timing.clock() if timing is not None else 0.0
+    graph_metrics.drain(tensor_metrics.synchronize)  # the closed phases' graph replays
+    if timing is not None and s.backend.name in flush_timing.PEEK_BACKENDS:
+        timing.report_peek(due[0], due[-1], timing.clock() - t0)
     for p in due:
         path = f"{naming.expand(s.name)}.part_{p}.{fmt}"
         _write_phase(s, p, fmt, path, timing)
