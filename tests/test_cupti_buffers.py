@@ -36,6 +36,43 @@ def test_buffers_are_aligned_and_recycled_without_new_allocations():
     assert again == first and pool.allocated == 1
 
 
+def _resident_bytes(address):
+    """The resident bytes of the mapping that starts at ``address`` (``/proc/self/smaps``)."""
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                inside = int(head.split("-")[0], 16) == address
+            elif inside and head == "Rss:":
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no such mapping")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_a_recycled_buffer_is_all_zeros_and_commits_only_what_cupti_wrote():
+    pool = BufferPool(buffer_bytes=64 * MIB, max_buffers=2)           # Proton's size
+    address, size = _request(pool)
+    written = 100 << 10
+    ctypes.memset(address, 0xAB, written)                             # CUPTI's records
+    pool.complete_callback(None, 0, address, size, written)
+    pool.take_completed()
+    pool.release(address, written)
+    again, _ = _request(pool)
+    assert again == address
+    view = pool.array(address)
+    assert not view.any()                                             # zero where CUPTI will look
+    assert _resident_bytes(address) <= written + 2 * buffers.ZERO_MARGIN_BYTES   # not 64 MiB
+
+
+def test_a_buffer_released_without_its_valid_size_is_zeroed_whole():
+    pool = BufferPool(buffer_bytes=64 << 10, max_buffers=2)
+    address, size = _request(pool)
+    ctypes.memset(address, 0xCD, size)
+    pool.release(address)
+    assert _request(pool)[0] == address and not pool.array(address).any()
+
+
 def test_pool_hands_out_spares_at_its_ceiling():
     pool = BufferPool(buffer_bytes=64 << 10, max_buffers=2)
     assert _request(pool)[0] and _request(pool)[0]

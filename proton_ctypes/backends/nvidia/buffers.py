@@ -39,6 +39,8 @@ the request; a parsed buffer that is still its thread's current one waits for th
 next request before it is recycled.  Every free buffer is all zeros: new ones come zeroed from
 the allocator, and a buffer is zeroed when it goes back to the free list (on the collector's
 thread, after its parse), not at the request, which the launching thread pays inside its launch.
+Only the bytes CUPTI wrote are zeroed (its valid size, :data:`ZERO_MARGIN_BYTES` more): the rest
+was never touched, so a large buffer costs its whole size neither in time nor in memory.
 """
 from __future__ import annotations
 
@@ -74,6 +76,10 @@ MIN_FREE_KEPT = 2
 #: spare buffers out at once at most where a request may be declined
 MAX_SPARES = 64
 ALIGNMENT = RECORD_ALIGNMENT      # CUPTI's ACTIVITY_RECORD_ALIGNMENT
+#: zeroed past the valid bytes CUPTI reported for a buffer: CUPTI writes a kernel's record in place
+#: during its launch, so a record begun as the buffer was completed would lie just past them (one
+#: page costs ~0.1 us to zero)
+ZERO_MARGIN_BYTES = 4096
 
 
 def pool_buffer_bytes(explicit=None, requested=None) -> int:
@@ -163,8 +169,8 @@ class BufferPool:
         #: launch positions (:class:`.positions.LaunchPositions`) while a session places kernels
         #: by them, else None
         self.positions = None
-        self._retired = {}                 # address -> view: parsed, still a thread's current buffer
-        self._dirty = []                   # (address, view) recycled on a launching thread, to zero
+        self._retired = {}                 # address -> (view, used): parsed, still a thread's current buffer
+        self._dirty = []                   # (address, view, used) recycled on a launching thread, to zero
         #: native ids of the requesting threads that ended (:class:`_Gone`), until none of their
         #: buffers is out any more (:meth:`forget_gone`)
         self.gone = set()
@@ -223,9 +229,13 @@ class BufferPool:
         arena, so threads made and ended all day would leave memory behind them."""
         return np.frombuffer(mmap.mmap(-1, self.buffer_bytes, mmap.MAP_PRIVATE), np.uint8)
 
-    def _free_view(self, address: int, view: np.ndarray) -> None:
-        """Put ``view`` on its free list, zeroed first (milliseconds: not under the lock)."""
-        view[:] = 0
+    def _free_view(self, address: int, view: np.ndarray, used: Optional[int]) -> None:
+        """Put ``view`` on its free list, its first ``used`` bytes (None: all) zeroed first, with
+        :data:`ZERO_MARGIN_BYTES` more (up to milliseconds: not under the lock)."""
+        if used is None:
+            view[:] = 0
+        else:
+            view[:used + ZERO_MARGIN_BYTES] = 0
         with self._lock:
             (self._spare_free if address in self._spares else self._free).append(view)
 
@@ -281,9 +291,10 @@ class BufferPool:
                 out[tid] = t
         return out
 
-    def release(self, address: int) -> None:
+    def release(self, address: int, used: Optional[int] = None) -> None:
         """Return a parsed (or, for a spare, counted) buffer to its free list -- with launch
-        positions, once it is no longer its thread's current buffer."""
+        positions, once it is no longer its thread's current buffer.  ``used``: the valid bytes
+        CUPTI reported for it (None: unknown, the whole buffer is zeroed)."""
         positions = self.positions
         keep = positions is not None and not positions.release(address)
         with self._lock:
@@ -292,17 +303,17 @@ class BufferPool:
             if view is None:
                 return
             if keep:
-                self._retired[address] = view
+                self._retired[address] = (view, used)
         if not keep:
-            self._free_view(address, view)   # zeroing takes milliseconds: outside the lock
+            self._free_view(address, view, used)   # zeroing takes up to milliseconds: outside the lock
 
     def _recycle(self, address: int) -> None:
         """A retired buffer (0: none) to its free list."""
         with self._lock:
-            view = self._retired.pop(address, None)
-            if view is not None:
+            entry = self._retired.pop(address, None)
+            if entry is not None:
                 # asked for on a launching thread: zeroed later, by the collector (:meth:`trim`)
-                self._dirty.append((address, view))
+                self._dirty.append((address,) + entry)
 
     def recycle_ended(self, look: bool = True) -> None:
         """The retired buffers of threads that ended go back to the free lists (``look``: also of
@@ -344,8 +355,8 @@ class BufferPool:
         no free spare at all."""
         with self._lock:
             dirty, self._dirty = self._dirty, []
-        for address, view in dirty:
-            self._free_view(address, view)
+        for address, view, used in dirty:
+            self._free_view(address, view, used)
         with self._lock:
             keep = max(MIN_FREE_KEPT, len(self._out))
             while len(self._free) > keep:

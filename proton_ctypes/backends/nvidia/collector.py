@@ -141,8 +141,8 @@ class Collector:
 
     def discard_completed(self) -> None:
         """Recycle every completed buffer unparsed (a start that failed)."""
-        for address, _ in self.pool.take_completed():
-            self.pool.release(address)
+        for address, valid in self.pool.take_completed():
+            self.pool.release(address, valid)
 
     # ------------------------------------------------------------------ the thread
     def _run(self, periodic: bool, interval: float) -> None:
@@ -213,13 +213,13 @@ class Collector:
             completed = pool.take_completed()
             # the buffers out besides these may hold launches older than now, nothing else does
             snapshot = (now, pool.held_since({a for a, _ in completed})) if self.per_thread_buffers else None
-            parsed = []      # buffers whose columns may be views into them: released after the join
+            parsed = {}      # buffer -> valid bytes; its columns may be views into it: released after the join
             marks = {}       # launch positions: each thread's marks, taken once
             try:
                 for address, valid in completed:
                     if not pool.owns(address) or address in parsed:
                         continue
-                    parsed.append(address)
+                    parsed[address] = valid
                     buf = pool.array(address)
                     if self.stride_source != "walk" and valid:
                         self._detect_stride(address, buf, valid)
@@ -250,8 +250,8 @@ class Collector:
                 batch = joiner.join(kernels, hold=hold)
                 del api, ext, kernels
             finally:
-                for address in parsed:
-                    pool.release(address)
+                for address, valid in parsed.items():
+                    pool.release(address, valid)
             if joiner.needs_stamps and not self.stamps_switched_on:
                 # a CUPTI whose launch callbacks see other ids than the kernels: from now on
                 # the kernels carry their ``queued`` time, and are placed by thread and time
