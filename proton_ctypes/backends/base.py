@@ -137,6 +137,10 @@ class Backend:
     #: ``TRITON_PROFILE_BUFFER_SIZE`` knob), given by :meth:`connect`; None: the backend's own
     #: default.  A backend that hands its vendor no buffers ignores it.
     activity_buffer_bytes = None
+    #: whether Proton keeps a pool of pending graph-replay metrics for this backend (CUPTI,
+    #: rocprofiler-sdk): ``PROTON_DATA_FLUSH_TIMING`` then prints that pool's peek line at each
+    #: periodic flush, before the flush's own line (:mod:`proton_ctypes.core.flush_timing`)
+    graph_metric_pool = False
 
     def connect(self, pc_attribution=None, nvtx_scopes=None, graph_hooks=None, activity_buffer_bytes=None) -> None:
         """Take the engine's functions a backend may call back and the user's activity-buffer

@@ -75,6 +75,7 @@ class CuptiBackend(Backend):
     name = "cupti"
     device_type = "CUDA"
     watermarks = True
+    graph_metric_pool = True
 
     def __init__(self, lib=None, driver=None, buffer_bytes: Optional[int] = None,
                  max_buffers: Optional[int] = None, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,

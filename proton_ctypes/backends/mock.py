@@ -29,6 +29,7 @@ class MockBackend(Backend):
     name = "mock"
     device_type = "CUDA"
     watermarks = True
+    graph_metric_pool = True     # stands in for the CUPTI backend
 
     def __init__(self):
         self.sink = None

@@ -69,6 +69,7 @@ class RocprofilerBackend(AmdCollection):
 
     name = "rocprofiler"
     timer_name = "proton_ctypes-rocprof-flush"
+    graph_metric_pool = True
 
     def __init__(self, lib=None, hip=None, environ=None, buffer_bytes: int = rocm_lib.DEFAULT_BUFFER_BYTES,
                  flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,

@@ -4,7 +4,7 @@ Proton documents the variable for ``mode="periodic_flushing"`` and prints, per s
 flush, the time spent rendering the closed phases (JSON for ``hatchet`` and ``chrome_trace``,
 MessagePack for ``hatchet_msgpack``), writing their part files and dropping them; this prints the
 same line with the same fields, measured around the same steps here.  Before it, for a backend
-that replays graph metrics (:data:`PEEK_BACKENDS`), Proton's line for reading back the graph
+whose Proton keeps a pool of pending graph metrics (``Backend.graph_metric_pool``), Proton's line for reading back the graph
 replays' metric values of those phases (its ``pendingGraphPool`` peek; here
 :func:`proton_ctypes.core.graph_metrics.drain`).
 """
@@ -20,9 +20,6 @@ ENV = "PROTON_DATA_FLUSH_TIMING"
 TRUE_VALUES = ("1", "true", "on")
 #: the formats rendered as MessagePack (every other one is JSON text)
 MSGPACK_FORMATS = ("hatchet_msgpack",)
-#: the backends whose Proton keeps a pool of pending graph metrics, and so prints its peek line
-#: (CUPTI and rocprofiler-sdk; roctracer has none); the mock backend stands in for a GPU one
-PEEK_BACKENDS = ("cupti", "rocprofiler", "mock")
 
 
 def _us(seconds: float) -> int:

@@ -65,7 +65,7 @@ def periodic_flush(s: Session, delivered_all: bool = False) -> list:
     timing = flush_timing.timing_for(fmt)
     t0 = timing.clock() if timing is not None else 0.0
     graph_metrics.drain(tensor_metrics.synchronize)  # the closed phases' graph replays
-    if timing is not None and s.backend.name in flush_timing.PEEK_BACKENDS:
+    if timing is not None and s.backend.graph_metric_pool:
         timing.report_peek(due[0], due[-1], timing.clock() - t0)
     for p in due:
         path = f"{naming.expand(s.name)}.part_{p}.{fmt}"
