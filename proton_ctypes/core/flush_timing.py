@@ -4,9 +4,9 @@ Proton documents the variable for ``mode="periodic_flushing"`` and prints, per s
 flush, the time spent rendering the closed phases (JSON for ``hatchet`` and ``chrome_trace``,
 MessagePack for ``hatchet_msgpack``), writing their part files and dropping them; this prints the
 same line with the same fields, measured around the same steps here.  Before it, for a backend
-whose Proton keeps a pool of pending graph metrics (``Backend.graph_metric_pool``), Proton's line for reading back the graph
-replays' metric values of those phases (its ``pendingGraphPool`` peek; here
-:func:`proton_ctypes.core.graph_metrics.drain`).
+whose Proton keeps a pool of pending graph metrics (``Backend.graph_metric_pool``), Proton's
+line for reading back the graph replays' metric values of those phases (its
+``pendingGraphPool`` peek; here :func:`proton_ctypes.core.graph_metrics.drain`).
 """
 from __future__ import annotations
 
