@@ -1,0 +1,70 @@
+"""CUPTI writes nothing past the valid size it reports for a buffer it hands back: the pool zeroes a
+recycled buffer only that far (and one page more), and launch positions need every buffer CUPTI
+gets to be all zeros past what it wrote. Checked at every release of a buffer, with two launching
+threads, a busy GPU queue (records written in place at launch, completed later), flushes mid-run
+(half-full buffers handed back) and small buffers (many recycles). Skipped without a CUDA GPU."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: small buffers: each is filled and recycled many times
+BUFFER_BYTES = 256 * 1024
+ROUNDS = 300
+
+PROGRAM = textwrap.dedent("""
+    import sys, threading
+    import torch
+    import proton_ctypes as proton
+    from proton_ctypes.backends.nvidia import buffers
+    checked, dirty = [0], []
+    original = buffers.BufferPool.release
+
+    def release(self, address, used=None):
+        view = self._out.get(address)
+        if view is not None and used is not None:
+            checked[0] += 1
+            past = view[used:]
+            if past.any():
+                dirty.append((used, int(past.nonzero()[0][0])))
+        return original(self, address, used)
+    buffers.BufferPool.release = release
+    x = torch.zeros(1 << 16, device="cuda")
+    y = torch.zeros(16, device="cuda")
+    x.add_(1); y.add_(1); torch.cuda.synchronize()
+    sid = proton.start(sys.argv[1])
+    stop = threading.Event()
+    def background():
+        with proton.scope("bg"):
+            while not stop.is_set():
+                y.mul_(1)
+    t = threading.Thread(target=background)
+    t.start()
+    torch.cuda._sleep(200_000_000)     # a busy queue: records stay incomplete in their buffers
+    for i in range(int(sys.argv[2])):
+        with proton.scope("a"):
+            for _ in range(20):
+                x.add_(1)
+        if i % 25 == 0:
+            proton.data.get(sid)       # a flush mid-run: half-full buffers handed back
+    stop.set(); t.join()
+    proton.finalize()
+    print(checked[0], len(dirty), dirty[:5])
+""")
+
+
+def test_cupti_writes_nothing_past_the_valid_size_of_a_buffer_it_hands_back(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT, TRITON_PROFILE_BUFFER_SIZE=str(BUFFER_BYTES))
+    r = subprocess.run([sys.executable, "-c", PROGRAM, str(tmp_path / "valid"), str(ROUNDS)],
+                       env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    checked, dirty, first = r.stdout.split(maxsplit=2)
+    assert int(checked) > 10, r.stdout          # many buffers came back
+    assert int(dirty) == 0, first               # (valid size, first nonzero byte past it)
