@@ -144,7 +144,12 @@ def parsed(backend, mode):
 
 
 def read_tree(path):
-    """Load a .hatchet file and return ``(root, device_info)``."""
+    """Load a ``.hatchet`` or ``.hatchet_msgpack`` file and return ``(root, device_info)``."""
+    if str(path).endswith(".hatchet_msgpack"):
+        import msgpack
+        with open(path, "rb") as f:
+            tree, dev = msgpack.unpack(f, raw=False, strict_map_key=False)
+        return tree, dev
     with open(path) as f:
         tree, dev = json.load(f)
     return tree, dev

@@ -8,13 +8,14 @@ kernels fill several buffers, and the last ones of a phase are still in a buffer
 the phase is closed: a phase is written only once each launching thread's delivered kernels have
 passed its end. A busy queue (a long sleep kernel first) keeps every kernel running long after its
 phase closed. Skipped without a CUDA GPU."""
-import json
 import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from conftest import read_tree
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -48,15 +49,6 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
-def _read(path, fmt):
-    if fmt == "hatchet_msgpack":
-        import msgpack
-        with open(path, "rb") as f:
-            return msgpack.unpack(f, raw=False, strict_map_key=False)
-    with open(path) as f:
-        return json.load(f)
-
-
 @pytest.mark.parametrize("fmt", ["hatchet", "hatchet_msgpack"])
 def test_periodic_flushing_with_small_buffers_puts_every_kernel_in_its_phase_file(tmp_path, fmt):
     out = tmp_path / "pf"
@@ -67,7 +59,7 @@ def test_periodic_flushing_with_small_buffers_puts_every_kernel_in_its_phase_fil
     buffer_bytes, requests = map(int, r.stdout.split()[-2:])
     assert buffer_bytes == BUFFER_BYTES and requests > PHASES, r.stdout     # several buffers per phase
     for phase in range(PHASES):
-        root = _read(tmp_path / f"pf.part_{phase}.{fmt}", fmt)[0]
+        root, _ = read_tree(tmp_path / f"pf.part_{phase}.{fmt}")
         scopes = {c["frame"]["name"]: c for c in root["children"]}
         assert list(scopes) == [f"phase{phase}"], list(scopes)
         kernels = scopes[f"phase{phase}"]["children"]
