@@ -67,12 +67,14 @@ def run(launches: int, every: int, reps: int, busy: bool = False, profile: str =
     """``{"cpu_ns_per_kernel": [one per repetition], "wall_s", "switches", "busy_lost_ns_per_kernel":
     [one per repetition, with ``busy``]}`` of the drains."""
     proton = proton_ctypes_with_mock()       # this checkout's proton_ctypes, importable from here on
+    from proton_ctypes._heap import raise_thresholds
     from proton_ctypes.backends import select
     from proton_ctypes.backends.nvidia.collector import Collector
 
     fake = register_fake_cupti("cupti")
     start_thread = Collector.start_thread
     Collector.start_thread = lambda self, *args, **kwargs: None     # the drains run on this thread
+    raise_thresholds()                       # ... which does first what the collector thread does
     stop = threading.Event()
     lost = [0.0]
     if busy:

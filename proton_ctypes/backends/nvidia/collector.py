@@ -20,6 +20,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..._heap import raise_thresholds
 from . import layout as L
 from .activity import LAUNCH_FROM_API, LAUNCH_FROM_POSITION, holds_kernel, measure_kernel_stride
 from .buffers import LIMIT_ENV, MIB, BufferPool
@@ -146,6 +147,7 @@ class Collector:
 
     # ------------------------------------------------------------------ the thread
     def _run(self, periodic: bool, interval: float) -> None:
+        raise_thresholds()    # the drains' arrays reuse the heap's pages (proton_ctypes._heap)
         try:
             # numpy >= 2 imports numpy.ma on the first np.unique (~15-50 ms): pay it here, off
             # the launching thread, rather than in the first finalize
