@@ -49,7 +49,7 @@ FRESH_FAULTS = DRAINS * COLUMNS * ROWS * 8 // 4096 // 2
 
 
 @pytest.mark.skipif(not GLIBC, reason="glibc's thresholds only")
-def test_after_raising_the_thresholds_a_freed_large_array_s_pages_are_reused():
+def test_after_raising_the_thresholds_the_pages_of_freed_large_arrays_are_reused():
     assert _faults_of_cycles("") > FRESH_FAULTS                     # glibc as it starts
     raised = "from proton_ctypes._heap import raise_thresholds; assert raise_thresholds()"
     assert _faults_of_cycles(raised) < FRESH_FAULTS // 10
