@@ -168,6 +168,8 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--worker", nargs=2, metavar=("IMPL", "DATA"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.churn < 1:
+        ap.error(f"--churn is the number of thread waves per slot, at least 1 (1: no churn), not {a.churn}")
     counts = [int(t) for t in str(a.threads).split(",") if t]
     if a.worker:
         print(json.dumps(worker(a.worker[0], a.worker[1], counts[0], a.launches, a.churn)))

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench"))
 import threads  # noqa: E402
 
@@ -47,3 +49,13 @@ def test_the_file_holds_every_finished_round_and_the_ratio_of_their_medians(monk
     assert len(files) == 2 and len(ours["kernels_every_round"]) == 2     # both finished rounds are there
     assert ours["ratio_to_proton"] == 0.5                               # (2 - 1) / (3 - 1)
     assert ours["kernels"] == ours["expected_kernels"] == 40
+
+
+def test_a_churn_under_one_is_refused_with_one_line_before_any_process_starts(monkeypatch, capsys):
+    started = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: started.append(cmd))
+    monkeypatch.setattr(sys, "argv", ["threads.py", "--churn", "0", "--worker", "proton_ctypes", "tree"])
+    with pytest.raises(SystemExit) as exc:
+        threads.main()
+    assert exc.value.code == 2
+    assert "--churn" in capsys.readouterr().err and not started

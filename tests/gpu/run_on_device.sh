@@ -105,9 +105,9 @@ bench_step() {  # NAME TIMEOUT COMMAND...: one benchmark, its JSON and its print
 step_pyspy() {
   python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy*.whl || return
   local cmd=${PYSPY_CMD:-python3 bench/models.py --worker proton_ctypes --cases python --chunks 2}
-  # PYSPY_FLAGS: --native falls behind on the compile case and times out; "--gil --threads" does not,
-  # but on the device (Python 3.12) it sampled only the main thread of bench/threads.py's worker, not
-  # its launching threads: there use "--threads" alone
+  # PYSPY_FLAGS: --native falls behind on the compile case and times out; "--gil --threads" does not.
+  # The program's own output goes to /tmp/pyspy.log, printed below: a recording of only the main
+  # thread's imports is a program that failed (bench/threads.py's worker with --churn 0 did)
   timeout "${PYSPY_TIMEOUT:-300}" /tmp/pyspy/bin/py-spy record -r 250 ${PYSPY_FLAGS:---native --threads} -f raw \
     -o "$OUT/pyspy.txt" -- $cmd > /tmp/pyspy.log 2>&1
   echo "pyspy rc=$?"; tail -n 5 /tmp/pyspy.log
