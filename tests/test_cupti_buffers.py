@@ -150,10 +150,13 @@ def test_unpaced_flood_is_bounded_and_every_launch_accounted_for():
     backend.collector.sink = lambda batch: count.__setitem__(0, count[0] + len(batch))
     fake.bulk_launch(200_000)      # far faster than any GPU launches: the pool reaches its ceiling
     backend.stop()
-    assert backend.pool.allocated_bytes <= (4 + buffers.MAX_SPARES) * (MIB + 8)
+    # every figure in each message: a rare failure seen only locally said nothing of which one
+    seen = dict(delivered=count[0], spare_kernels=backend.collector.spare_kernels, dropped=backend.cupti_dropped,
+                spared=backend.pool.spared, allocated=backend.pool.allocated_bytes)
+    assert backend.pool.allocated_bytes <= (4 + buffers.MAX_SPARES) * (MIB + 8), seen
     lost = backend.collector.spare_kernels + backend.cupti_dropped // 2
-    assert count[0] + lost == 200_000
-    assert backend.pool.spared > 0 and backend.collector.spare_kernels > 0
+    assert count[0] + lost == 200_000, seen
+    assert backend.pool.spared > 0 and backend.collector.spare_kernels > 0, seen
 
 
 def test_collector_waits_for_a_batch_of_buffers_before_parsing():
