@@ -19,8 +19,9 @@ glibc (musl, macOS) nothing is done.
 """
 from __future__ import annotations
 
-import ctypes
 import os
+
+from ._libc import libc
 
 #: the block freed: glibc then serves requests up to this size from its heap, and trims the heap
 #: top only past twice it
@@ -39,16 +40,13 @@ def raise_thresholds() -> bool:
         return False
     _done = True
     try:
-        libc = ctypes.CDLL(None)
-        if not hasattr(libc, "gnu_get_libc_version"):
+        c = libc()
+        if not hasattr(c, "gnu_get_libc_version"):
             return False
-        malloc, free = libc.malloc, libc.free
-        malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-        free.restype, free.argtypes = None, [ctypes.c_void_p]
-        block = malloc(RAISE_TO_BYTES)
+        block = c.malloc(RAISE_TO_BYTES)
         if not block:
             return False
-        free(block)
+        c.free(block)
         return True
-    except (OSError, AttributeError):
+    except (OSError, TypeError, AttributeError):
         return False

@@ -17,7 +17,7 @@ LAYERS = [
     {"hooks"},
     {"core"},
     {"backends", "writers"},
-    {"tree", "_rocm", "peaks", "_atomic", "_deepjson", "_version", "_tasks", "_heap"},
+    {"tree", "_rocm", "peaks", "_atomic", "_deepjson", "_version", "_tasks", "_heap", "_libc"},
 ]
 #: the viewer stands apart: it never imports the profiler
 VIEWER = "viewer"

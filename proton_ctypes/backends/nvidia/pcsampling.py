@@ -36,13 +36,13 @@ with a range (a kernel of a thread not sampled) go to the node of that function'
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import math
 import threading
 import warnings
 
 import numpy as np
 
+from ..._libc import libc
 from . import pcsampling_layout as L
 from .cbids import CB_DOMAIN_DRIVER_API, CB_DOMAIN_RESOURCE, DRIVER_LAUNCH_CBIDS
 from .lib import CuptiError, CuptiLib
@@ -63,10 +63,6 @@ MIN_SAMPLING_PERIOD, MAX_SAMPLING_PERIOD = 5, 31
 RESOURCE_CBIDS = (L.RESOURCE_CONTEXT_CREATED, L.RESOURCE_CONTEXT_DESTROY_STARTING,
                   L.RESOURCE_MODULE_LOADED, L.RESOURCE_MODULE_UNLOAD_STARTING)
 
-#: CUPTI allocates the file and directory names of a source correlation with malloc; we free them
-_libc = ctypes.CDLL(ctypes.util.find_library("c"))
-_libc.free.argtypes = [ctypes.c_void_p]
-_libc.free.restype = None
 
 
 def pc_sampling_period(interval: int) -> int:
@@ -275,7 +271,7 @@ class PCSampler:
         dir_name = ctypes.string_at(p.dirName).decode(errors="replace") if p.dirName else ""
         for ptr in (p.fileName, p.dirName):
             if ptr:
-                _libc.free(ptr)
+                libc().free(ptr)    # CUPTI allocated the names with malloc
         frame = f"{dir_name}/{file_name}:{int(p.lineNumber)}@{function}" if file_name else None
         entry[3][key] = frame
         return frame
