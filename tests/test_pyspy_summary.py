@@ -19,6 +19,8 @@ def test_a_stack_goes_to_the_first_group_it_matches():
     assert group_of("a;cuLaunchKernelEx (libcuda.so);0x1 (libcupti.so)") == "libcupti"
     assert group_of("a;JITFunction.run (triton/runtime/jit.py:1)") == "Triton (Python)"
     assert group_of("a;enter (triton/profiler/scope.py:3)") == "Proton (Python)"
+    # Proton 3.9 through bench/proton_overlay.py: py-spy cuts its path at the overlay's folder
+    assert group_of("a;scope._enter_scope (profiler/scope.py:48)") == "Proton (Python)"
     assert group_of("a;b (libc.so.6)") == "other"
 
 
