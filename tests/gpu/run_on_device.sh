@@ -13,6 +13,9 @@
 #             UPSTREAM_IMPLS="ours real" also runs the suite against the real triton.profiler;
 #             UPSTREAM_PC_TRACE=1 traces our PC sampler's ranges (tests/gpu/pc_trace_plugin.py)
 #             -> pc-trace.jsonl
+#   pcsampling  Proton's test_pcsampling alone, PCSAMPLING_RUNS (default 2) times under each of
+#             UPSTREAM_IMPLS (default "ours real"), alternating: whether a failure of the full run is
+#             CUPTI's chance (carry as for upstream)   -> pcsampling.txt (each run's summary line)
 #   overhead  bench/overhead.py                      -> overhead-h200.json, overhead.txt
 #   models    bench/models.py                        -> models-h200.json, models.txt
 #             MODELS_CASES: its --cases, kept whole ("per phase|no scopes": names have spaces)
@@ -95,6 +98,18 @@ PY
   tail -n 40 "$OUT/upstream.txt"
 }
 
+step_pcsampling() {
+  local i impl
+  for i in $(seq "${PCSAMPLING_RUNS:-2}"); do
+    for impl in ${UPSTREAM_IMPLS:-ours real}; do
+      timeout "${PCSAMPLING_TIMEOUT:-90}" python3 tests/upstream/run.py --impl "$impl" --files test_profile.py \
+        -- -k pcsampling > /tmp/pcsampling.log 2>&1
+      echo "run $i $impl rc=$?: $(grep -E '^\[(ours|real)' /tmp/pcsampling.log | tail -n 1)" >> "$OUT/pcsampling.txt"
+    done
+  done
+  cat "$OUT/pcsampling.txt"
+}
+
 bench_step() {  # NAME TIMEOUT COMMAND...: one benchmark, its JSON and its printed table
   local name=$1 limit=$2; shift 2
   timeout "$limit" "$@" --json "$OUT/$name-h200.json" > "$OUT/$name.txt" 2>&1
@@ -120,6 +135,7 @@ for step in $STEPS; do
   case $step in
     tests) step_tests ;;
     upstream) step_upstream ;;
+    pcsampling) step_pcsampling ;;
     overhead) bench_step overhead "${OVERHEAD_TIMEOUT:-300}" python3 bench/overhead.py --rounds "$ROUNDS" --reps 2 ${OVERHEAD_ARGS:-} ;;
     models) bench_step models "${MODELS_TIMEOUT:-540}" python3 bench/models.py --rounds "$ROUNDS" \
               ${MODELS_CASES:+--cases "$MODELS_CASES"} ${MODELS_ARGS:-} ;;
