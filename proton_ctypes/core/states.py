@@ -87,7 +87,7 @@ class state:
         name: the frame name appended below the current scope path.
     """
 
-    __slots__ = ("name", "__dict__")
+    __slots__ = ("name",)
 
     def __init__(self, name: str) -> None:
         self.name = name
