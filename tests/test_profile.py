@@ -305,15 +305,16 @@ def test_a_failed_write_keeps_the_session_alive_and_the_error_says_so(monkeypatc
     s = proton.start("kept", backend="host")
     with proton.scope("a", {"m": 1}):
         pass
-    monkeypatch.setattr(_atomic.os, "replace", full_disk)
-    with pytest.raises(OSError) as e:
-        proton.finalize(s if one else None)
+    # a context of its own: monkeypatch.undo() would also undo the fixture's chdir into tmp_path
+    with monkeypatch.context() as m:
+        m.setattr(_atomic.os, "replace", full_disk)
+        with pytest.raises(OSError) as e:
+            proton.finalize(s if one else None)
     assert (e.value.errno, str(e.value)) == (errno.ENOSPC, (
         "[Errno 28] No space left on device: 'kept.hatchet': the profile 'kept' was not written and session "
         f"{s} is still alive; fix the cause and call finalize again"))
     assert os.listdir(".") == []  # no part, no temporary file
     assert proton.data.get(s)[0]["children"][0]["metrics"] == {"m": 1}
-    monkeypatch.undo()
     proton.finalize()
     assert written("kept") == {"a": {"m": 1}}
 

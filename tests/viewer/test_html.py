@@ -75,12 +75,13 @@ def test_report_is_written_atomically(ref_dir, tmp_path, monkeypatch):
     def failing_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(atomic_mod.os, "replace", failing_replace)
-    result = run_viewer(["-m", "time/ns", "nested.hatchet", "--html", report], cwd=ref_dir)
+    # a context of its own: monkeypatch.undo() would also undo the autouse fixture's chdir
+    with monkeypatch.context() as m:
+        m.setattr(atomic_mod.os, "replace", failing_replace)
+        result = run_viewer(["-m", "time/ns", "nested.hatchet", "--html", report], cwd=ref_dir)
     assert result.code == 1 and result.err == "OSError: [Errno 28] No space left on device\n"
     assert report.read_text() == "old report"
     assert os.listdir(tmp_path) == ["r.html"]  # no temporary file left behind
-    monkeypatch.undo()
     run_viewer(["-m", "time/ns", "nested.hatchet", "--html", report], cwd=ref_dir)
     assert report.read_text().startswith("<!DOCTYPE html>") and os.listdir(tmp_path) == ["r.html"]
     umask = os.umask(0)
