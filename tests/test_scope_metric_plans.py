@@ -1,8 +1,10 @@
 """A scope that adds metrics of one shape again and again reuses a plan of the stored
-entries (tree.metric_plans.add_planned); every result equals the one of the general path."""
+entries (tree.metric_plans.add_planned; for one plain key, the entries the view keeps in
+``scope_ones``); every result equals the one of the general path."""
 import pytest
 
 import proton_ctypes as proton
+from proton_ctypes.tree.metric_plans import MAX_PLANS
 
 
 def _metrics(session, *path, phase=0):
@@ -111,6 +113,106 @@ def test_more_shapes_than_a_node_keeps_plans_for_still_add_every_metric(sessions
     assert _metrics(sessions[2], "a") == {**{f"k{i}": 4 for i in range(6)}, "both": 12}
 
 
+def test_one_key_metrics_repeated_sum_in_every_session(sessions):
+    for _ in range(5):
+        with proton.scope("i", {"n": 3}):
+            pass
+        with proton.scope("f", {"loss": 0.5}):
+            pass
+    for s in sessions:
+        assert _metrics(s, "i") == {"n": 15} and type(_metrics(s, "i")["n"]) is int
+        assert _metrics(s, "f") == {"loss": 2.5}
+
+
+def test_one_key_metrics_alternating_keys_sum_each(sessions):
+    for key in ("x", "y", "x", "x", "z", "y"):
+        with proton.scope("a", {key: 2}):
+            pass
+    assert _metrics(sessions[1], "a") == {"x": 6, "y": 4, "z": 2}
+
+
+def test_one_key_metric_of_another_type_after_repeats_raises_and_closes_the_scope(sessions):
+    for _ in range(3):
+        with proton.scope("a", {"n": 1}):
+            pass
+    with pytest.raises(ValueError, match="current=int64_t, new=double"):
+        with proton.scope("a", {"n": 1.5}):
+            pass
+    with proton.scope("b", {"n": 1}):   # the refused scope is not left open: "b" is a root child
+        pass
+    assert _metrics(sessions[0], "a") == {"n": 3}
+    assert _metrics(sessions[0], "b") == {"n": 1}
+
+
+def test_one_key_int_beyond_int64_after_repeats_is_a_double_and_mismatches(sessions):
+    for _ in range(2):
+        with proton.scope("a", {"n": 1}):
+            pass
+    with pytest.raises(ValueError, match="current=int64_t, new=double"):
+        with proton.scope("a", {"n": 1 << 70}):
+            pass
+    assert _metrics(sessions[2], "a") == {"n": 2}
+
+
+def test_one_key_bool_after_repeats_sums_as_on_a_fresh_node(sessions):
+    for value in (1, 1, True):
+        with proton.scope("a", {"n": value}):
+            pass
+    for value in (True, 1):   # the general path's bool, on a node with no entry kept
+        with proton.scope("b", {"n": value}):
+            pass
+    assert _metrics(sessions[0], "a")["n"] == _metrics(sessions[0], "b")["n"] + 1
+
+
+def test_one_key_property_keeps_the_last_value(sessions):
+    for i in range(4):
+        with proton.scope("a", {"lr (pty)": 0.1 * i}):
+            pass
+    assert _metrics(sessions[0], "a") == {"lr": pytest.approx(0.3)}
+
+
+def test_one_key_after_a_property_of_the_same_name_keeps_overwriting(sessions):
+    with proton.scope("a", {"lr (pty)": 0.5}):
+        pass
+    for value in (0.25, 0.125):
+        with proton.scope("a", {"lr": value}):
+            pass
+    assert _metrics(sessions[1], "a") == {"lr": 0.125}
+
+
+def test_one_key_metrics_follow_a_new_phase(sessions):
+    for _ in range(2):
+        with proton.scope("a", {"n": 1}):
+            pass
+    proton.data.advance_phase(sessions[0])
+    for _ in range(3):
+        with proton.scope("a", {"n": 1}):
+            pass
+    assert _metrics(sessions[0], "a") == {"n": 2}
+    assert _metrics(sessions[0], "a", phase=1) == {"n": 3}
+    assert _metrics(sessions[1], "a") == {"n": 5}
+
+
+def test_one_key_metrics_on_more_nodes_than_a_view_keeps_still_sum(sessions):
+    names = [f"s{i}" for i in range(MAX_PLANS + 10)]
+    for _ in range(2):
+        for name in names:
+            with proton.scope(name, {"n": 1}):
+                pass
+    assert all(_metrics(sessions[2], name) == {"n": 2} for name in (names[0], names[MAX_PLANS - 1], names[-1]))
+
+
+def test_one_key_metrics_under_a_state_sum_on_the_state_node(sessions):
+    for _ in range(3):
+        with proton.state("s"):
+            with proton.scope("a", {"n": 1}):
+                pass
+    with proton.scope("a", {"n": 1}):
+        pass
+    assert _metrics(sessions[0], "a", "s") == {"n": 3}
+    assert _metrics(sessions[0], "a") == {"n": 1}
+
+
 hypothesis = pytest.importorskip("hypothesis", reason="the property test needs hypothesis (the [test] extra)")
 st = hypothesis.strategies
 #: metric keys with no suffix: plain ones keep the type given; the roofline keys convert
@@ -128,7 +230,7 @@ def scope_calls(draw):
     types = {k: draw(st.sampled_from((int, float))) for k in PLAIN_KEYS}
     calls = []
     for _ in range(draw(st.integers(1, 25))):
-        keys = draw(st.lists(st.sampled_from(KEYS), min_size=2, max_size=len(KEYS), unique=True))
+        keys = draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=len(KEYS), unique=True))
         values = {}
         for k in keys:
             t = types.get(k) or draw(st.sampled_from((int, float)))

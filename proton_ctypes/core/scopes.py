@@ -21,7 +21,7 @@ from .threads import tls, thread_ctx
 from .flags import flags
 from ..tree import callpath
 from ..tree import metrics as _tmetrics
-from ..tree.metric_plans import SMALL_MAX, SMALL_MIN, add_planned
+from ..tree.metric_plans import MAX_PLANS, SMALL_MAX, SMALL_MIN, add_planned
 from ..tree.metrics import DOUBLE, I64_MAX, I64_MIN, INT, PTY, add_value
 
 _flags = flags
@@ -42,6 +42,18 @@ _trace_plain = trace_scopes.add_plain
 # bound by assignment, not import: CPython 3.11 compiles ``name.get(...)`` on an imported
 # name as an attribute load (no LOAD_METHOD), which costs a bound-method object per call
 _scalar_keys = _tmetrics.scalar_keys
+
+
+def _keep_one(v, node: int, key: str, typ: type, stored: str) -> None:
+    """Keep, in ``v.scope_ones``, the stored entries of ``node`` under ``stored`` (one per flex
+    of ``v``) that a one-key metric ``key`` of type ``typ`` was just added to, unless one of
+    them is a property (overwritten, not summed)."""
+    curs = tuple(flex[node][stored] for flex in v.flexes)
+    if all(cur[0] != PTY for cur in curs):
+        ones = v.scope_ones
+        if len(ones) >= MAX_PLANS:
+            ones.clear()
+        ones[node] = (key, typ, curs)
 
 
 class scope:
@@ -142,8 +154,23 @@ class scope:
                         general_path.clear_state_after_metrics(ctx)
                     return self
                 if len(m) == 1:
-                    # one plain number under a key seen before: tree.metrics.add_plain, inlined (the
-                    # plan of add_planned would cost more than it saves for one key)
+                    # one plain number under the key this node took last: in place, into the stored
+                    # entries the view keeps (a plan of add_planned would cost more for one key)
+                    one = v.scope_ones.get(node)
+                    if one is not None:
+                        k, t, curs = one
+                        try:
+                            val = m[k]
+                        except KeyError:  # another key: the add below
+                            val = None
+                        if type(val) is t and (t is float or SMALL_MIN <= val <= SMALL_MAX
+                                               or I64_MIN <= val <= I64_MAX):
+                            for cur in curs:
+                                cur[2] += val
+                            if st is not None:
+                                general_path.clear_state_after_metrics(ctx)
+                            return self
+                    # else tree.metrics.add_plain, inlined, then the entries kept for the next time
                     for k in m:
                         break
                     info = _scalar_keys.get(k)
@@ -167,6 +194,7 @@ class scope:
                                         cur[2] += val
                                         continue
                                 add_value(flex, node, stored, info[1], vt, val)
+                            _keep_one(v, node, k, t, stored)
                             if st is not None:
                                 general_path.clear_state_after_metrics(ctx)
                             return self

@@ -86,8 +86,8 @@ class View:
     """Sessions sharing one scope stack on one thread (see module doc)."""
 
     __slots__ = ("sessions", "phases", "flexes", "ids", "top", "kids", "log", "chunks", "t0", "t1", "created",
-                 "merged", "logging", "trace", "tlog", "ctx", "ext", "ext_pushed", "plans", "scope_plans", "now",
-                 "cursor")
+                 "merged", "logging", "trace", "tlog", "ctx", "ext", "ext_pushed", "plans", "scope_plans",
+                 "scope_ones", "now", "cursor")
 
     def __init__(self, ctx, sessions, ids, top, t0):
         self.ctx = ctx
@@ -123,6 +123,9 @@ class View:
         #: the scopes' by scope node (tree.metric_plans.add_planned)
         self.plans = {}
         self.scope_plans = {}
+        #: the scopes' one-key metrics by scope node: ``(key, type, stored entries)``, kept by the
+        #: fast path of ``core.scopes`` after an add of that key and type went through
+        self.scope_ones = {}
         #: the log clock of the view's thread (:func:`.clock.for_thread`): every entry's time
         self.now = clock.for_thread(getattr(ctx, "tid", None))
         #: the edge cursor of the view's thread (module docstring, "Rewriting the last entry"), or
