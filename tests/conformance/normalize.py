@@ -74,6 +74,7 @@ DEVIATIONS = {
     "metric_errors_leave_the_scope_entered": {"real_tree": _lift("k", "p")},
     "argument_type_errors": {"values": _error_types_only},
     "refused_scope_metrics_leave_no_scope_open": {"values": _error_types_only, "real_tree": _lift("s")},
+    "one_key_metrics_repeated": {"real_tree": _lift("e1", "e2")},
 }
 
 

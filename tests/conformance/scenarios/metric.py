@@ -161,3 +161,28 @@ def refused_scope_metrics_leave_no_scope_open(proton, out, rec):
     with proton.scope("good", {"g": 1}):
         pass
     proton.finalize()
+
+
+
+def one_key_metrics_repeated(proton, out, rec):
+    proton.start(out("o"))
+    proton.start(out("o2"))
+    for value in (1, 2, True, 4):
+        with proton.scope("i", {"n": value}):
+            pass
+    for key, value in (("x", 0.5), ("y", 0.5), ("x", 0.5), ("lr (pty)", 0.25), ("lr", 0.5), ("lr", 0.75)):
+        with proton.scope("k", {key: value}):
+            pass
+    for _ in range(3):
+        with proton.state("st"):
+            with proton.scope("s", {"m": 2}):
+                pass
+    # after repeats, a float; on another node, an int beyond int64 (a double)
+    for name, last in (("e1", 3.5), ("e2", 1 << 70)):
+        for value in (1, 1, last):
+            try:
+                with proton.scope(name, {"n": value}):
+                    pass
+            except (TypeError, ValueError) as e:
+                rec(f"{name} {value!r}", f"{type(e).__name__}: {e}")
+    proton.finalize()
