@@ -75,7 +75,7 @@ def test_key_order_of_the_dict_does_not_change_the_result(sessions):
     assert _metrics(sessions[2], "a") == {"x": 2, "y": 4.0}
 
 
-def test_plans_follow_a_new_phase(sessions):
+def test_plans_follow_a_new_phase(sessions):   # one key: the entries kept in scope_ones too
     for _ in range(2):
         with proton.scope("a", {"n": 1}):
             pass
@@ -178,19 +178,6 @@ def test_one_key_after_a_property_of_the_same_name_keeps_overwriting(sessions):
         with proton.scope("a", {"lr": value}):
             pass
     assert _metrics(sessions[1], "a") == {"lr": 0.125}
-
-
-def test_one_key_metrics_follow_a_new_phase(sessions):
-    for _ in range(2):
-        with proton.scope("a", {"n": 1}):
-            pass
-    proton.data.advance_phase(sessions[0])
-    for _ in range(3):
-        with proton.scope("a", {"n": 1}):
-            pass
-    assert _metrics(sessions[0], "a") == {"n": 2}
-    assert _metrics(sessions[0], "a", phase=1) == {"n": 3}
-    assert _metrics(sessions[1], "a") == {"n": 5}
 
 
 def test_one_key_metrics_on_more_nodes_than_a_view_keeps_still_sum(sessions):
