@@ -137,7 +137,14 @@ class scope:
                 log.append(v.now())
                 log.append(node)
         else:
-            t = v.now()
+            c = v.cursor
+            if c is not None and not c.words[c.i]:
+                # no launch since the thread's last mark: the clock's work, inlined (it moves the
+                # mark to this time: a trace links kernels by time, so a trace edge never rewrites)
+                c.last = c
+                c.t = t = _time_ns()
+            else:
+                t = v.now()
             # the trace log's enter entry: the contract is in core/trace_scopes.py
             tl.append((sid, t, node))
             if v.logging:
@@ -249,7 +256,12 @@ class scope:
                         log.append(v.now())
                         log.append(top if st is None else _child(top, st))
                 else:
-                    t = v.now()
+                    c = v.cursor
+                    if c is not None and not c.words[c.i]:  # the clock's work, inlined (as at entry)
+                        c.last = c
+                        c.t = t = _time_ns()
+                    else:
+                        t = v.now()
                     # the trace log's exit entry: the contract is in core/trace_scopes.py
                     tl.append((sid, t))
                     if v.logging:
