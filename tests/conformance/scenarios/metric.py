@@ -163,7 +163,6 @@ def refused_scope_metrics_leave_no_scope_open(proton, out, rec):
     proton.finalize()
 
 
-
 def one_key_metrics_repeated(proton, out, rec):
     proton.start(out("o"))
     proton.start(out("o2"))
