@@ -199,3 +199,18 @@ def test_a_launch_that_raised_before_its_exit_hook_does_not_stop_later_launches(
     assert find(root, "s", "k_op")["metrics"]["count"] == 2
     assert find(root, "s", "plain")["metrics"]["count"] == 1
     assert find(root, "s", "failed_op")["metrics"]["c"] == 1
+
+
+def test_repeated_launches_keep_the_kind_an_entry_got_from_the_first_launch(mock):
+    # as the general path (tree.metrics.add) does on every launch: the stored entry's kind, not
+    # the key's (Proton writes two colliding metrics here: tests/conformance, KNOWN)
+    proton.start("kind", backend="mock", hook="triton")
+    launch(mock, "k", {"name": "k_op", "lr (pty)": 0.5, "c": 1})
+    launch(mock, "m", {"name": "m_op", "lr": 0.5, "c": 1})
+    for value in (0.25, 0.125):
+        launch(mock, "k", {"name": "k_op", "lr": value, "c": 1})
+        launch(mock, "m", {"name": "m_op", "lr (pty)": value, "c": 1})
+    proton.finalize()
+    root, _ = read_tree("kind.hatchet")
+    assert find(root, "k_op")["metrics"]["lr"] == 0.125
+    assert find(root, "m_op")["metrics"]["lr"] == 0.875

@@ -113,6 +113,22 @@ def test_more_shapes_than_a_node_keeps_plans_for_still_add_every_metric(sessions
     assert _metrics(sessions[2], "a") == {**{f"k{i}": 4 for i in range(6)}, "both": 12}
 
 
+def test_repeats_keep_the_kind_an_entry_got_from_its_first_add_under_another_key(sessions):
+    # the kind is the stored entry's, not the key's: a property stays one under a plain key,
+    # and a summed entry stays summed under a "(pty)" key, on the planned path as on the first add
+    with proton.scope("a", {"lr (pty)": 0.5, "n": 1}):
+        pass
+    with proton.scope("b", {"lr": 0.5, "n": 1}):
+        pass
+    for value in (0.25, 0.125):
+        with proton.scope("a", {"lr": value, "n": 1}):
+            pass
+        with proton.scope("b", {"lr (pty)": value, "n": 1}):
+            pass
+    assert _metrics(sessions[0], "a") == {"lr": 0.125, "n": 3}
+    assert _metrics(sessions[0], "b") == {"lr": 0.875, "n": 3}
+
+
 def test_one_key_metrics_repeated_sum_in_every_session(sessions):
     for _ in range(5):
         with proton.scope("i", {"n": 3}):

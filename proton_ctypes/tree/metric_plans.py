@@ -79,7 +79,7 @@ def _shape(flexes, node: int, metrics: dict) -> tuple:
     types, wide, plain, other = [], [], [], []
     for k, val in metrics.items():
         t = type(val)
-        stored, kind, roof = _plain_info[k]
+        stored, _kind, roof = _plain_info[k]
         conv = None
         if t is int and roof == ROOF_DOUBLE:
             conv = float
@@ -88,11 +88,13 @@ def _shape(flexes, node: int, metrics: dict) -> tuple:
         types.append((k, t))
         if t is int and conv is None:
             wide.append(k)
-        curs = tuple(flex[node][stored] for flex in flexes)
-        if conv is None and kind != PTY:
-            plain.extend((k, cur) for cur in curs)
-        else:
-            other.append((k, conv, kind == PTY, curs))
+        # an entry's kind is fixed by its first add (a property stays one under a plain key)
+        for flex in flexes:
+            cur = flex[node][stored]
+            if conv is None and cur[0] != PTY:
+                plain.append((k, cur))
+            else:
+                other.append((k, conv, cur[0] == PTY, (cur,)))
     return len(metrics), tuple(types), tuple(wide), tuple(plain), tuple(other)
 
 
@@ -157,11 +159,13 @@ def plan(flexes, node: int, data: dict, skip) -> Optional[Plan]:
         info = _plain_info.get(k) or _info(k)
         if info is None:
             return None
-        stored, kind, roof = info
-        if kind == PTY or (t is float and roof == ROOF_INT):
+        stored, _kind, roof = info
+        curs = tuple(flex[node][stored] for flex in flexes)
+        # an entry's kind is fixed by its first add: a property (under this key or another) is set
+        if any(cur[0] == PTY for cur in curs) or (t is float and roof == ROOF_INT):
             steps.append((k, None))
             continue
-        steps.append((k, tuple(flex[node][stored] for flex in flexes)))
+        steps.append((k, curs))
         if t is int and roof != ROOF_DOUBLE:
             wide.append(k)
     types = tuple((k, type(val)) for k, val in data.items() if k != "name")

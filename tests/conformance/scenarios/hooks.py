@@ -73,3 +73,15 @@ def launch_hook_type_mismatch(proton, out, rec):
 def launch_hook_int_beyond_int64(proton, out, rec):
     _hook_launches_then_a_bad_one(proton, out, rec, "hmw", {"name": "k_op", "a": 1, "c": 2},
                                   {"name": "k_op", "a": 1, "c": 2 ** 70})
+
+
+def launch_hook_metric_kind_fixed_by_first_launch(proton, out, rec):
+    proton.hooks.LaunchHook().configure()
+    proton.start(out("hk"), hook="triton")
+    with proton.scope("s"):
+        _hook_launch(proton, "k", {"name": "k_op", "lr (pty)": 0.5, "c": 1})
+        _hook_launch(proton, "m", {"name": "m_op", "lr": 0.5, "c": 1})
+        for value in (0.25, 0.125, 0.0625):   # repeats of one shape: the launch's plan
+            _hook_launch(proton, "k", {"name": "k_op", "lr": value, "c": 1})
+            _hook_launch(proton, "m", {"name": "m_op", "lr (pty)": value, "c": 1})
+    proton.finalize()

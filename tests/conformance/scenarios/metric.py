@@ -185,3 +185,20 @@ def one_key_metrics_repeated(proton, out, rec):
             except (TypeError, ValueError) as e:
                 rec(f"{name} {value!r}", f"{type(e).__name__}: {e}")
     proton.finalize()
+
+
+def metrics_kind_fixed_by_first_add_on_repeats(proton, out, rec):
+    proton.start(out("kr"))
+    proton.start(out("kr2"))
+    for node, first, then in (("a", "v (pty)", "v"), ("b", "v", "v (pty)")):
+        with proton.scope(node, {first: 0.5, "n": 1}):
+            pass
+        for value in (0.25, 0.125, 0.0625):   # repeats of one shape: the planned path
+            with proton.scope(node, {then: value, "n": 1}):
+                pass
+        for value in (0.25, 0.125):           # one key: the entries a view keeps
+            with proton.scope(node + "1", {first: 0.5}):
+                pass
+            with proton.scope(node + "1", {then: value}):
+                pass
+    proton.finalize()
