@@ -22,7 +22,7 @@ from .flags import flags
 from ..tree import callpath
 from ..tree import metrics as _tmetrics
 from ..tree.metric_plans import MAX_PLANS, SMALL_MAX, SMALL_MIN, add_planned
-from ..tree.metrics import DOUBLE, I64_MAX, I64_MIN, INT, PTY, add_value
+from ..tree.metrics import I64_MAX, I64_MIN, PTY
 
 _flags = flags
 _time_ns = time.time_ns
@@ -44,11 +44,18 @@ _trace_plain = trace_scopes.add_plain
 _scalar_keys = _tmetrics.scalar_keys
 
 
-def _keep_one(v, node: int, key: str, typ: type, stored: str) -> None:
-    """Keep, in ``v.scope_ones``, the stored entries of ``node`` under ``stored`` (one per flex
-    of ``v``) that a one-key metric ``key`` of type ``typ`` was just added to, unless one of
-    them is a property (overwritten, not summed)."""
-    curs = tuple(flex[node][stored] for flex in v.flexes)
+def _keep_one(v, node: int, metrics: dict) -> None:
+    """After ``metrics`` (one key) went into ``node`` in every flex of ``v``: keep, in
+    ``v.scope_ones``, its key, its value's type and the stored entries it went into, for the
+    fast path of :class:`scope` -- unless the value was converted (a roofline key, a type other
+    than ``int`` or ``float``) or an entry is a property (overwritten, not summed)."""
+    for key in metrics:
+        break
+    typ = type(metrics[key])
+    info = _scalar_keys.get(key)
+    if info is None or (typ is not float and typ is not int):
+        return
+    curs = tuple(flex[node][info[0]] for flex in v.flexes)
     if all(cur[0] != PTY for cur in curs):
         ones = v.scope_ones
         if len(ones) >= MAX_PLANS:
@@ -162,7 +169,7 @@ class scope:
                     return self
                 if len(m) == 1:
                     # one plain number under the key this node took last: in place, into the stored
-                    # entries the view keeps (a plan of add_planned would cost more for one key)
+                    # entries the view keeps (_keep_one; a plan of add_planned costs more for one key)
                     one = v.scope_ones.get(node)
                     if one is not None:
                         k, t, curs = one
@@ -177,35 +184,9 @@ class scope:
                             if st is not None:
                                 general_path.clear_state_after_metrics(ctx)
                             return self
-                    # else tree.metrics.add_plain, inlined, then the entries kept for the next time
-                    for k in m:
-                        break
-                    info = _scalar_keys.get(k)
-                    if info is not None:
-                        val = m[k]
-                        t = type(val)
-                        if t is float:
-                            vt = DOUBLE
-                        elif t is int and (SMALL_MIN <= val <= SMALL_MAX  # cheap compare first
-                                           or I64_MIN <= val <= I64_MAX):
-                            vt = INT
-                        else:
-                            vt = None
-                        if vt is not None:
-                            stored = info[0]
-                            for flex in v.flexes:
-                                nm = flex.get(node)
-                                if nm is not None:
-                                    cur = nm.get(stored)
-                                    if cur is not None and cur[1] == vt and cur[0] != PTY:
-                                        cur[2] += val
-                                        continue
-                                add_value(flex, node, stored, info[1], vt, val)
-                            _keep_one(v, node, k, t, stored)
-                            if st is not None:
-                                general_path.clear_state_after_metrics(ctx)
-                            return self
                 if add_planned(v.flexes, node, m, v.scope_plans):
+                    if len(m) == 1:
+                        _keep_one(v, node, m)
                     if st is not None:
                         general_path.clear_state_after_metrics(ctx)
                 else:
