@@ -92,7 +92,8 @@ class ThreadPositions:
         self.buf = (_ZERO_VIEW, 0)
         #: word index of the first record slot not known to be written
         self.i = 0
-        #: the last edge's mark, not yet in :attr:`marks` (it is, once a later edge moved on)
+        #: the last edge's mark, not yet in :attr:`marks` (it is, once a later edge moved on); a
+        #: trace scope edge with ``words[i]`` 0 moves ``t`` itself, as the clock would (core/views.py)
         self.t = 0
         self.q = 0
         #: flat ``[t0, q0, t1, q1, ...]`` (two appends per mark: cheapest for the thread)
