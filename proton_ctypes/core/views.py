@@ -62,8 +62,9 @@ session (``View.tlog``) never rewrites: the chrome trace links each kernel to th
 open at its launch *time*, which launch positions give only as exactly as every edge marks
 them (its scope edges with no record written since do the clock's work inline: ``cursor.last``
 set to the cursor, then ``cursor.t``, the mark's time, moved to the edge's time).  Nor do the
-views of a thread with two or more logging views (each one's append ends the other's claim).  The owner thread may rewrite its last complete entry at any time, so the
-collector's :meth:`View._take_log` leaves it in the list and the readers see a copy of it.
+views of a thread with two or more logging views (each one's append ends the other's claim).
+The owner thread may rewrite its last complete entry at any time, so the collector's
+:meth:`View._take_log` leaves it in the list and the readers see a copy of it.
 """
 from __future__ import annotations
 
