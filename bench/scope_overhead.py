@@ -22,6 +22,11 @@ Python per launch with nothing listening.
 ``--data`` picks the sessions' ``data=`` (both by default): the ``trace`` rows (named
 ``..., data=trace``) time the same loops with chrome-trace sessions, whose every scope
 instance becomes a trace event.
+
+Each round also times the same loops with ``bench/python_floor.py``'s floor (column ``floor``; ``bare``
+rows with ``"floor": "pure_python"``): the least any pure-Python profiler does at an edge with
+no GPU, one thread-local access and one push, pop or store.  A goal under that floor cannot be
+met by a profiler without compiled code of its own.
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ import time
 
 import results_file
 from cpu_common import profilers, register_fake_cupti
+from python_floor import PurePythonFloor
 
 real, ours = profilers()
 fake = register_fake_cupti("fake-cupti")
@@ -42,6 +48,10 @@ LAUNCH_CHUNK = 200
 #: proton_ctypes's variants: the backend each starts its sessions with, and the suffix of its rows
 OURS = {"proton_ctypes": ("host", ""), "proton_ctypes[mock]": ("mock", " (scope log on)"),
         "proton_ctypes[fake-cupti]": ("fake-cupti", " (scope log on, launch positions)")}
+#: the floor's name in the implementations and in its rows' ``floor`` key
+FLOOR = "floor:pure_python"
+floor = PurePythonFloor()
+
 
 def case_scope(p, n):
     scope = p.scope
@@ -137,6 +147,8 @@ DATA = ("tree", "trace")
 def run(impl, fn, n, sessions, tmp, data="tree"):
     if impl == "proton":
         p, kw = real, {"data": data}
+    elif impl == FLOOR:
+        p, kw = floor, {}
     else:
         p, kw = ours, {"backend": OURS[impl][0], "data": data}
     for i in range(sessions):
@@ -160,10 +172,10 @@ def main():
     ap.add_argument("--data", default=",".join(DATA), help="comma-separated data kinds (default: tree,trace)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
-    impls = ["proton", *OURS]
+    impls = ["proton", *OURS, FLOOR]
     rows = []
     print(f"{'case':28s} {'data':>5s} {'sessions':>8s} {'proton us':>10s} {'ours us':>9s} {'ratio':>6s} "
-          f"{'ours+log us':>11s} {'ratio':>6s} {'ours+positions':>14s} {'ratio':>6s}")
+          f"{'ours+log us':>11s} {'ratio':>6s} {'ours+positions':>14s} {'ratio':>6s} {'floor us':>9s} {'ratio':>6s}")
     wanted = a.cases.split(",") if a.cases else list(CASES)
     for data in a.data.split(","):
         for case, fn in CASES.items():
@@ -180,13 +192,16 @@ def main():
                 print(f"{case:28s} {data:>5s} {sessions:8d} {med['proton']:10.3f} {med['proton_ctypes']:9.3f} "
                       f"{ratio['proton_ctypes']:6.2f} {med['proton_ctypes[mock]']:11.3f} "
                       f"{ratio['proton_ctypes[mock]']:6.2f} {med['proton_ctypes[fake-cupti]']:14.3f} "
-                      f"{ratio['proton_ctypes[fake-cupti]']:6.2f}")
+                      f"{ratio['proton_ctypes[fake-cupti]']:6.2f} {med[FLOOR]:9.3f} {ratio[FLOOR]:6.2f}")
                 for i in impls:
-                    rows.append({"case": f"{case}, {sessions} session{'s' if sessions > 1 else ''}"
-                                 + ("" if data == "tree" else f", data={data}")
-                                 + ("" if i == "proton" else OURS[i][1]),
-                                 "impl": "proton_ctypes" if i.startswith("proton_ctypes") else i,
-                                 "us_per_op": round(med[i], 4), "ratio_to_proton": round(ratio[i], 3)})
+                    row = {"case": f"{case}, {sessions} session{'s' if sessions > 1 else ''}"
+                                   + ("" if data == "tree" else f", data={data}")
+                                   + (OURS[i][1] if i in OURS else ""),
+                           "impl": "proton_ctypes" if i in OURS else "bare" if i == FLOOR else i,
+                           "us_per_op": round(med[i], 4), "ratio_to_proton": round(ratio[i], 3)}
+                    if i == FLOOR:
+                        row["floor"] = FLOOR.split(":", 1)[1]
+                    rows.append(row)
     if a.json:
         results_file.write(a.json, rows)
 
