@@ -59,6 +59,13 @@ def test_numpy_float32_is_stored_as_a_double():
     assert typed(one_scope({"v": np.float32(1.5)})) == {"v": ("float", 1.5)}
 
 
+def test_zero_dimensional_numpy_arrays_are_stored_as_their_scalar():
+    # a float one as a double, as for np.float32 (README): Proton truncates np.array(3.5) to 3
+    import numpy as np
+    assert typed(one_scope({"f": np.array(3.5), "f32": np.array(0.5, np.float32), "i": np.array(7)})) == {
+        "f": ("float", 3.5), "f32": ("float", 0.5), "i": ("int", 7)}
+
+
 def test_lists_and_tuples_become_vectors_and_mixed_lists_vectors_of_doubles():
     assert typed(one_scope({"e": [], "t": (1, 2), "mix": [1, 2.5], "mix2": [2.5, 1]})) == {
         "e": ("list", []), "t": ("list", [("int", 1), ("int", 2)]),
