@@ -196,6 +196,53 @@ def test_python_context_nodes_are_the_call_stack_frames_named_file_line_at_funct
     assert deepest["metrics"] == {"m": 2} and deepest["frame"]["type"] == "function"
 
 
+def _own_frames_below(node, user_function):
+    """The functions of the profiler's own frames on the path from the frame of
+    ``user_function`` down to the node holding the metric ``m`` (the only one)."""
+    def path_to_metric(n, path):
+        if "m" in n["metrics"]:
+            return path
+        for c in n["children"]:
+            found = path_to_metric(c, path + [c["frame"]["name"]])
+            if found is not None:
+                return found
+        return None
+    path = path_to_metric(node, [])
+    user = max(i for i, name in enumerate(path) if name.endswith("@" + user_function))
+    return [name.rsplit("@", 1)[1] for name in path[user + 1:]]
+
+
+@pytest.mark.parametrize("form, own", [
+    ("with scope", ["__enter__", "_enter_scope"]),
+    ("scope decorator", ["wrapper", "_enter_scope"]),
+    ("with cpu_timed_scope", ["__enter__", "_enter_scope", "_enter_scope"]),
+    ("cpu_timed_scope decorator", ["wrapper", "_enter_scope", "_enter_scope"]),
+    ("enter_scope", ["enter_scope"]),
+])
+def test_python_context_path_ends_in_the_profilers_own_frames_as_protons_does(form, own):
+    # Proton 3.9 (conformance oracle): scope.__enter__ -> _enter_scope; a decorator's wrapper ->
+    # _enter_scope; cpu_timed_scope._enter_scope -> scope._enter_scope; enter_scope alone
+    proton.start("own", backend="host", context="python")
+
+    def user():
+        if form == "with scope":
+            with proton.scope("x", {"m": 1}):
+                pass
+        elif form == "with cpu_timed_scope":
+            with proton.cpu_timed_scope("x", {"m": 1}):
+                pass
+        elif form == "enter_scope":
+            proton.enter_scope("x", metrics={"m": 1})
+            proton.exit_scope()
+        else:
+            kind = proton.scope if form == "scope decorator" else proton.cpu_timed_scope
+            kind("x", {"m": 1})(lambda: None)()
+    user()
+    proton.finalize()
+    root, _ = read_tree("own.hatchet")
+    assert _own_frames_below(root, "user") == own
+
+
 def test_python_context_files_each_call_site_under_its_own_line():
     proton.start("py2", backend="host", context="python")
 

@@ -79,9 +79,15 @@ DEVIATIONS = {
 
 
 def _own_frame(name):
-    # a deliberate difference (README): python-context frames of the profiler's own files are spliced out
+    # a deliberate difference (README): python-context frames of the profiler's own files name
+    # other files and lines; the functions, and so the shape of the path, are Proton's
     path = name.split(":", 1)[0]
     return "/triton/profiler/" in path or "/proton_ctypes/" in path
+
+
+def _own_name(name):
+    """A python-context frame name, with only the function kept for the profiler's own frames."""
+    return "<own>@" + name.rsplit("@", 1)[-1] if _own_frame(name) else name
 
 
 def _norm_value(v):
@@ -98,13 +104,8 @@ def _norm_tree(node):
     children = []
     for c in node.get("children", []):
         n = _norm_tree(c)
-        if _own_frame(n["frame"]["name"]):
-            # splice: the frame's metrics go to its parent, its children up one level
-            for k, v in n["metrics"].items():
-                m[k] = v
-            children.extend(n["children"])
-        else:
-            children.append(n)
+        n["frame"] = dict(n["frame"], name=_own_name(n["frame"]["name"]))
+        children.append(n)
     merged = {}
     for c in children:
         key = c["frame"]["name"]
@@ -126,11 +127,10 @@ def _norm_trace(doc):
         e["dur"] = "<t>"
         args = dict(e.get("args", {}))
         stack = args.get("call_stack")
-        if stack and any(_own_frame(c) for c in stack):  # python context: splice the profiler's frames
-            args["call_stack"] = [c for c in stack if not _own_frame(c)]
+        if stack and any(_own_frame(c) for c in stack):  # python context: the profiler's frames by function
+            args["call_stack"] = [_own_name(c) for c in stack]
             leaf, sep, rest = e["name"].partition(": <")
-            if _own_frame(leaf):
-                e["name"] = args["call_stack"][-1] + sep + rest
+            e["name"] = _own_name(leaf) + sep + rest
         if "metrics" in args:
             args["metrics"] = {k: ("<t>" if k.startswith("cpu_time") else v) for k, v in args["metrics"].items()}
             if any(k.startswith("cpu_time") for k in args["metrics"]):
