@@ -108,8 +108,9 @@ class scope:
             ctx = thread_ctx()
         v = ctx.view
         if v is None:
-            # through _enter_scope, as Proton: its frame is the deepest of a python context's path
-            self._enter_scope()
+            if _flags.profiling_on:
+                # through _enter_scope, as Proton: its frame is the deepest of a python context's path
+                self._enter_scope()
             return self
         self.id = sid = next(_ids)
         try:  # a subscript, not dict.get (~5 ns less); a miss (first use, a name not a str) is rare
