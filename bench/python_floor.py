@@ -72,4 +72,3 @@ class PurePythonFloor:
         """Forget the calling thread's scopes and state."""
         self._slots.stack.clear()
         self._slots.state = None
-

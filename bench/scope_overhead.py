@@ -23,10 +23,10 @@ Python per launch with nothing listening.
 ``..., data=trace``) time the same loops with chrome-trace sessions, whose every scope
 instance becomes a trace event.
 
-Each round also times the same loops with ``bench/python_floor.py``'s floor (column ``floor``; ``bare``
-rows with ``"floor": "pure_python"``): the least any pure-Python profiler does at an edge with
-no GPU, one thread-local access and one push, pop or store.  A goal under that floor cannot be
-met by a profiler without compiled code of its own.
+Each round also times the same loops with the floor of ``bench/python_floor.py`` (column
+``floor``; ``bare`` rows with ``"floor": "pure_python"``): the least any pure-Python profiler
+does at an edge with no GPU, one thread-local access and one push, pop or store.  A goal under
+that floor cannot be met by a profiler without compiled code of its own.
 """
 from __future__ import annotations
 
