@@ -5,6 +5,7 @@ never with 0.  Expected values are those real Proton 3.9 gives
 (``conformance/scenarios/profile.py``); output files themselves are in ``test_writers.py``.
 """
 import errno
+import json
 import os
 import sys
 import warnings
@@ -230,6 +231,30 @@ def test_a_scope_entered_while_deactivated_and_exited_after_activate_closes_quie
         pass
     proton.finalize()
     assert written("da") == {"after": {}}
+
+
+@pytest.mark.parametrize("trace", [False, True])
+def test_a_scope_exited_after_activate_turned_on_a_session_that_missed_its_entry_closes_where_it_was_entered(
+        trace):
+    # a deliberate difference (README): Proton raises RuntimeError("[PROTON] Context stack is empty")
+    # at the exit and leaves "a" open in the session that saw it enter: "later" nests under it there,
+    # and a trace has no event for it (its "later" is at ROOT/a/later)
+    missed = proton.start("missed", backend="host")
+    proton.deactivate(missed)
+    saw = proton.start("saw", backend="host", data="trace" if trace else "tree")
+    with proton.scope("a"):
+        proton.activate(missed)
+    with proton.scope("later"):
+        pass
+    proton.finalize()
+    assert written("missed") == {"later": {}}
+    if trace:
+        events = json.loads(Path("saw.chrome_trace").read_text())["traceEvents"]
+        assert sorted((e["name"], e["args"]["call_stack"]) for e in events) == [
+            ("a", ["ROOT", "a"]), ("later", ["ROOT", "later"])]
+    else:
+        assert written("saw") == {"a": {}, "later": {}}
+    assert saw != missed
 
 
 def test_activate_and_deactivate_twice_are_harmless():

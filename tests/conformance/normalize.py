@@ -106,6 +106,12 @@ def _norm_tree(node):
         n = _norm_tree(c)
         n["frame"] = dict(n["frame"], name=_own_name(n["frame"]["name"]))
         children.append(n)
+    return {"frame": node["frame"], "metrics": m, "children": _merge(children)}
+
+
+def _merge(children):
+    """Siblings of one name as one node, recursively: the profiler's own frames of two lines of
+    one function are one node once their lines are dropped, whichever of their children met."""
     merged = {}
     for c in children:
         key = c["frame"]["name"]
@@ -113,8 +119,10 @@ def _norm_tree(node):
             merged[key]["children"].extend(c["children"])
             merged[key]["metrics"].update(c["metrics"])
         else:
-            merged[key] = c
-    return {"frame": node["frame"], "metrics": m, "children": list(merged.values())}
+            merged[key] = dict(c, children=list(c["children"]), metrics=dict(c["metrics"]))
+    for c in merged.values():
+        c["children"] = _merge(c["children"])
+    return list(merged.values())
 
 
 def _norm_trace(doc):
