@@ -307,6 +307,32 @@ def test_cpu_timed_scope_stores_its_wall_time_as_int_cpu_time_ns():
     assert outer >= inner > 0  # the outer time includes its children, although tagged (exc)
 
 
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_a_subclass_overriding_enter_scope_and_exit_scope_has_them_called_at_every_edge(repeats):
+    # as Proton's __enter__/__exit__ call them (conformance scenario subclass_overriding_enter_and_exit)
+    calls = []
+
+    class traced(proton.scope):
+        def _enter_scope(self):
+            calls.append(("enter", self.name))
+            super()._enter_scope()
+
+        def _exit_scope(self):
+            calls.append(("exit", self.name))
+            super()._exit_scope()
+
+    proton.start("sub", backend="host")
+    for _ in range(repeats):
+        with traced("a", {"m": 1}):
+            with traced("b"):
+                pass
+    traced("deco")(lambda: None)()
+    proton.finalize()
+    assert calls == [("enter", "a"), ("enter", "b"), ("exit", "b"), ("exit", "a")] * repeats + [
+        ("enter", "deco"), ("exit", "deco")]
+    assert written("sub") == {"a": {"m": repeats}, "a/b": {}, "deco": {}}
+
+
 def test_cpu_timed_scope_repeats_are_summed():
     s = proton.start("rep", backend="host")
     times = []

@@ -63,6 +63,19 @@ def _keep_one(v, node: int, metrics: dict) -> None:
         ones[node] = (key, typ, curs)
 
 
+class _Through:
+    """The ``__enter__`` and ``__exit__`` of :class:`scope`'s subclasses that override
+    ``_enter_scope`` or ``_exit_scope`` (:meth:`scope.__init_subclass__`): through those methods,
+    as Proton's are (and named as Proton's in a python context's path)."""
+
+    def __enter__(self):
+        self._enter_scope()
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        self._exit_scope()
+
+
 class scope:
     """A context manager and decorator that records a named region of host code.
 
@@ -89,6 +102,16 @@ class scope:
         self.name = name
         self.metrics = metrics
         self.id = None
+
+    def __init_subclass__(cls, **kwargs):
+        """A subclass that overrides ``_enter_scope`` or ``_exit_scope`` has it called at every
+        entry or exit, as Proton's ``__enter__``/``__exit__`` do (this class's own inline the
+        fast path and would pass the override by)."""
+        super().__init_subclass__(**kwargs)
+        if "_enter_scope" in cls.__dict__ and "__enter__" not in cls.__dict__:
+            cls.__enter__ = _Through.__enter__
+        if "_exit_scope" in cls.__dict__ and "__exit__" not in cls.__dict__:
+            cls.__exit__ = _Through.__exit__
 
     def _enter_scope(self):
         if flags.profiling_on:
@@ -303,13 +326,6 @@ class cpu_timed_scope(scope):
                 general_path.add_metrics(thread_ctx(), self.id, self._targets, {"cpu_time (ns)(exc)": elapsed})
         finally:  # a refused cpu_time (a float "cpu_time (ns)" given at entry) still closes the scope
             _exit(self.id)
-
-    def __enter__(self):
-        self._enter_scope()
-        return self
-
-    def __exit__(self, exc_type, exc_value, traceback):
-        self._exit_scope()
 
 
 class _Entered:

@@ -100,3 +100,25 @@ def scope_decorator_raises(proton, out, rec):
     with proton.scope("ROOT", {"r": 1}):
         pass
     proton.finalize()
+
+
+def subclass_overriding_enter_and_exit(proton, out, rec):
+    calls = []
+
+    class traced(proton.scope):
+        def _enter_scope(self):
+            calls.append(["enter", self.name])
+            super()._enter_scope()
+
+        def _exit_scope(self):
+            calls.append(["exit", self.name])
+            super()._exit_scope()
+
+    proton.start(out("sub"))
+    for _ in range(3):
+        with traced("a", {"m": 1}):
+            with traced("b"):
+                pass
+    traced("deco")(lambda: None)()
+    proton.finalize()
+    rec("calls", calls)
