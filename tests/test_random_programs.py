@@ -305,9 +305,9 @@ class Programs(RuleBasedStateMachine):
           name=st.sampled_from(SCOPES))
     def open_scope(self, data, kind, name):
         metrics, ok = (None, True) if kind == "state" else self.metrics(data)
-        depth, seen = len(self.interp.open), kind != "state" and bool(manager.G.active)
+        before, seen = len(self.interp.open), kind != "state" and bool(manager.G.active)
         self.do(["open", kind, STATES[0] if kind == "state" else name, metrics], comparable=ok)
-        if len(self.interp.open) > depth:
+        if len(self.interp.open) > before:
             self.open_seen.append(seen)
 
     @precondition(lambda self: self.interp.open)

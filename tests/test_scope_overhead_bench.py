@@ -6,6 +6,7 @@ import math
 import pathlib
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -57,8 +58,6 @@ def _floor():
 
 
 def test_pure_python_floor_keeps_a_scope_stack_and_a_state_slot_per_thread():
-    import threading
-
     floor = _floor()
     seen = {}
 
