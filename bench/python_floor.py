@@ -9,11 +9,48 @@ import threading
 
 
 class _ThreadSlots(threading.local):
-    """What :class:`PurePythonFloor` keeps per thread: the names of the open scopes and the state."""
+    """What the floor keeps per thread: the names of the open scopes and the state."""
 
     def __init__(self):
         self.stack = []
         self.state = None
+
+
+#: the floor's per-thread data (one per process: the floor has nothing else to keep)
+_slots = _ThreadSlots()
+
+
+class _Scope:
+    """A scope of the floor: its name pushed at entry, popped at exit."""
+
+    __slots__ = ("name", "metrics")
+
+    def __init__(self, name, metrics=None):
+        self.name = name
+        self.metrics = metrics
+
+    def __enter__(self):
+        _slots.stack.append(self.name)
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        _slots.stack.pop()
+
+
+class _State:
+    """A state of the floor: its name stored at entry, cleared at exit."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        _slots.state = self.name
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        _slots.state = None
 
 
 class PurePythonFloor:
@@ -25,50 +62,22 @@ class PurePythonFloor:
     context is copied into asyncio tasks and into ``asyncio.to_thread``'s worker thread, so a
     ``ContextVar`` would let two threads share one scope stack."""
 
-    def __init__(self):
-        slots = self._slots = _ThreadSlots()
-
-        class scope:
-            __slots__ = ("name", "metrics")
-
-            def __init__(self, name, metrics=None):
-                self.name = name
-                self.metrics = metrics
-
-            def __enter__(self):
-                slots.stack.append(self.name)
-                return self
-
-            def __exit__(self, exc_type, exc_value, traceback):
-                slots.stack.pop()
-
-        class state:
-            __slots__ = ("name",)
-
-            def __init__(self, name):
-                self.name = name
-
-            def __enter__(self):
-                slots.state = self.name
-                return self
-
-            def __exit__(self, exc_type, exc_value, traceback):
-                slots.state = None
-
-        self.scope, self.state = scope, state
+    scope = _Scope
+    state = _State
+    _slots = _slots
 
     def enter_scope(self, name, metrics=None):
         """Push ``name`` on the calling thread's stack (``metrics`` are ignored)."""
-        self._slots.stack.append(name)
+        _slots.stack.append(name)
 
     def exit_scope(self, name=None, metrics=None):
         """Pop the calling thread's innermost scope."""
-        self._slots.stack.pop()
+        _slots.stack.pop()
 
     def start(self, name=None, **kwargs):
         """Nothing to switch on (the arguments of ``proton.start`` are ignored)."""
 
     def finalize(self):
         """Forget the calling thread's scopes and state."""
-        self._slots.stack.clear()
-        self._slots.state = None
+        _slots.stack.clear()
+        _slots.state = None
