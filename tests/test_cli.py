@@ -161,13 +161,14 @@ def test_a_gpu_backend_without_its_gpu_is_one_line_before_the_script_runs(tmp_pa
 
 
 def test_a_missing_output_folder_is_created_and_the_profile_written(tmp_path):
-    # Proton: the script runs to completion, then the profile is lost (FileNotFoundError)
+    # Proton: the script runs to completion, then the profile is lost without a word (exit 0)
     r = run_cli(tmp_path, ["-b", "host", "-n", "sub/dir/run", "script.py"], script=SCRIPT)
     assert (r.returncode, r.stderr) == (0, "")
     assert [c["frame"]["name"] for c in tree(tmp_path / "sub" / "dir", "run")[0]["children"]] == ["in_script"]
 
 
 def test_a_profile_that_cannot_be_written_is_one_line_with_exit_1(tmp_path):
+    # Proton: the profile is lost without a word, exit 0
     (tmp_path / "out.hatchet").mkdir()  # a folder where the file should go: no write can succeed
     r = run_cli(tmp_path, ["-b", "host", "-n", "out", "script.py"], script=SCRIPT + MARK)
     assert r.returncode == 1 and "the script ran" in r.stdout

@@ -312,7 +312,7 @@ def test_finalize_without_any_session_does_nothing():
 
 
 def test_finalize_creates_the_missing_folders_of_the_name():
-    # Proton: FileNotFoundError after the whole run, and the profile is gone
+    # Proton writes nothing there and says nothing (conformance scenario finalize_into_a_missing_folder)
     s = proton.start(os.path.join("results", "run1", "prof"), backend="host")
     with proton.scope("a"):
         pass

@@ -2,6 +2,7 @@
 
 Each scenario is ``def name(proton, out, rec)`` (see ``__init__``).
 """
+import os
 
 
 def two_sessions(proton, out, rec):
@@ -81,7 +82,6 @@ def finalize_with_open_scope(proton, out, rec):
 
 
 def knob_disable(proton, out, rec):
-    import os
     os.environ["TRITON_PROTON_DISABLE"] = "1"
     try:
         try:
@@ -197,3 +197,17 @@ def argument_type_errors(proton, out, rec):
     with proton.scope("after"):
         pass
     proton.finalize()
+
+
+def finalize_into_a_missing_folder(proton, out, rec):
+    """A session named into folders that do not exist: ``finalize`` returns, and the other
+    session (an existing folder) is written, in both.  Proton writes nothing there and says
+    nothing; proton_ctypes creates the folders and writes the profile (a deliberate difference,
+    README; ``normalize.DEVIATIONS`` leaves the created folder out)."""
+    lost = proton.start(os.path.join(out("missing"), "run", "prof"))
+    kept = proton.start(out("kept"))
+    rec("ids", [lost, kept])
+    with proton.scope("a"):
+        pass
+    proton.finalize()
+    rec("after", "finalize returned")
