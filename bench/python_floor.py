@@ -58,7 +58,7 @@ class PurePythonFloor:
     be attributed: a scope pushes or pops its name on a thread-local stack, a state stores or
     clears a thread-local slot -- one ``threading.local`` access per edge, no id, no call-path
     node, no metric, nothing written at ``finalize``.  Per-thread data lives in a
-    ``threading.local`` rather than a ``ContextVar`` (cheaper to read), as in proton_ctypes: a
+    ``threading.local``, as in proton_ctypes, although a ``ContextVar`` is cheaper to read: a
     context is copied into asyncio tasks and into ``asyncio.to_thread``'s worker thread, so a
     ``ContextVar`` would let two threads share one scope stack."""
 
